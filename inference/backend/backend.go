@@ -1,0 +1,213 @@
+// Package backend is the seam between the server and the devices that run a model.
+//
+// A Backend turns a device-independent resnet.Model into an Engine for one device
+// kind. An Engine owns one Worker per compute lane. The server drives every batch
+// through a Worker in four steps, each of which may be called from a different
+// goroutine (the Overlap pipeline runs copy-in, compute and copy-out on three):
+//
+//  1. CopyIn(slot, parts): the request data lands in the slot's device buffer
+//     (on a GPU: an asynchronous host-to-device copy on a copy stream);
+//  2. Compute(slot, n): the forward pass for n images, ordered after step 1;
+//  3. CopyOut(slot, n): logits to the slot's host buffer, ordered after step 2;
+//  4. Wait(slot): blocks until Output(slot) holds the logits, and returns the
+//     device-side stage times when the device measures them.
+//
+// A slot is one batch in flight: a worker has Slots() of them, and the server
+// never hands a slot to step 1 again before step 4 of its previous batch returned.
+// A goroutine calls Bind once before it drives a worker and calls the returned
+// function when it is done (GPU back-ends lock the OS thread and make their
+// context current there).
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// Pipeline is how the copy and compute stages of a worker are arranged.
+type Pipeline int
+
+const (
+	// Serial runs copy-in, compute and copy-out one after another on the worker's
+	// own stream, one batch at a time.
+	Serial Pipeline = iota
+	// Overlap runs the copies on dedicated copy streams synchronised with events,
+	// so the copies of one batch overlap the compute of another.
+	Overlap
+)
+
+// String returns "serial" or "overlap".
+func (p Pipeline) String() string {
+	switch p {
+	case Serial:
+		return "serial"
+	case Overlap:
+		return "overlap"
+	}
+	return fmt.Sprintf("Pipeline(%d)", int(p))
+}
+
+// ParsePipeline is the inverse of Pipeline.String.
+func ParsePipeline(s string) (Pipeline, error) {
+	switch s {
+	case "serial":
+		return Serial, nil
+	case "overlap":
+		return Overlap, nil
+	}
+	return 0, fmt.Errorf("backend: unknown pipeline %q (want serial or overlap)", s)
+}
+
+// Precision is the arithmetic a back-end computes in.
+type Precision int
+
+const (
+	// FP32 is IEEE single precision throughout.
+	FP32 Precision = iota
+	// TF32 keeps fp32 data but lets tensor cores round the inputs of products to
+	// TF32 (10-bit mantissa).
+	TF32
+	// FP16 stores activations and weights in half precision and accumulates in fp32.
+	FP16
+)
+
+// String returns "fp32", "tf32" or "fp16".
+func (p Precision) String() string {
+	switch p {
+	case FP32:
+		return "fp32"
+	case TF32:
+		return "tf32"
+	case FP16:
+		return "fp16"
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
+}
+
+// ParsePrecision is the inverse of Precision.String.
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "fp32":
+		return FP32, nil
+	case "tf32":
+		return TF32, nil
+	case "fp16":
+		return FP16, nil
+	}
+	return 0, fmt.Errorf("backend: unknown precision %q (want fp32, tf32 or fp16)", s)
+}
+
+// Options says what an Engine must be able to run. The server fills every field.
+type Options struct {
+	Workers   int       // compute workers, at least 1
+	Slots     int       // batches in flight per worker, at least 1
+	MaxBatch  int       // the largest batch one slot holds
+	Height    int       // input height in pixels
+	Width     int       // input width in pixels
+	Pipeline  Pipeline  // stage arrangement
+	Precision Precision // arithmetic
+	Graphs    bool      // capture the forward pass in a graph per batch size (GPU)
+	Devices   []int     // device ordinals to spread workers over; empty means device 0
+	// Batches lists the batch sizes to prepare at start-up (plans, graphs); other
+	// sizes up to MaxBatch must still work, possibly slower on first use.
+	Batches []int
+}
+
+// A Backend makes Engines for one kind of device.
+type Backend interface {
+	// Name is the value of the benchmark parameter backend=NAME ("cpu", "cuda").
+	Name() string
+	// Open prepares m to run with opts. The model is read, not kept or changed.
+	Open(m *resnet.Model, opts Options) (Engine, error)
+}
+
+// An Engine is a model ready to run on one device kind.
+type Engine interface {
+	// Info describes the device for config lines and the warm-up breakdown.
+	Info() Info
+	// Workers returns the compute lanes, len(Workers()) == Options.Workers.
+	Workers() []Worker
+	// Sampler returns a utilisation sampler, or nil when the device has none.
+	Sampler() Sampler
+	// Close releases every resource; it is idempotent.
+	Close() error
+}
+
+// Allocator is implemented by Engines that can hand out host memory which the
+// device copies from without a staging copy (pinned memory on CUDA).
+type Allocator interface {
+	// AllocHost returns n float32 values of such memory.
+	AllocHost(n int) ([]float32, error)
+	// FreeHost releases memory from AllocHost.
+	FreeHost(p []float32) error
+}
+
+// Info describes an Engine's device.
+type Info struct {
+	// Config holds "key: value" config lines for benchmark output, in order
+	// (for example {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}).
+	Config []KV
+	// Setup is the back-end's share of warm-up, in parts (for example "plan",
+	// "capture"), measured during Open.
+	Setup []Part
+}
+
+// KV is one config line.
+type KV struct{ Key, Value string }
+
+// Part is one named piece of warm-up time.
+type Part struct {
+	Name string
+	Time time.Duration
+}
+
+// A Worker is one compute lane. Its methods are safe to call from the stage
+// goroutines the package comment describes, never for one slot at once.
+type Worker interface {
+	// Bind prepares the calling goroutine to drive this worker and returns the
+	// function that undoes it.
+	Bind() (release func())
+	// Slots is the number of batches this worker can hold in flight.
+	Slots() int
+	// CopyIn starts moving the request data into slot. Each part holds whole
+	// images (a multiple of 3*Height*Width values); the batch is their
+	// concatenation. The parts must stay unchanged until Wait(slot) returns.
+	CopyIn(slot int, parts [][]float32) error
+	// Compute starts the forward pass for the first n images in slot.
+	Compute(slot, n int) error
+	// CopyOut starts moving the logits of n images to Output(slot).
+	CopyOut(slot, n int) error
+	// Wait blocks until Output(slot) holds the logits.
+	Wait(slot int) (Times, error)
+	// Output is the host buffer of slot: MaxBatch*Classes values, row-major
+	// [image][class]. It is valid from Wait's return until the next CopyIn(slot).
+	Output(slot int) []float32
+	// Device is the ordinal of the device this worker runs on.
+	Device() int
+}
+
+// Times are device-measured stage durations of one batch.
+type Times struct {
+	H2D, Compute, D2H time.Duration
+	Valid             bool // false when the device does not time stages
+}
+
+// A Sampler measures device utilisation over an interval.
+type Sampler interface {
+	// Start begins an interval.
+	Start() error
+	// Stop ends it and returns the mean utilisation in percent (0-100 per device,
+	// averaged over devices).
+	Stop() (float64, error)
+}
+
+// ErrDeviceLost marks a worker error after which the worker cannot run again
+// (wrap it with %w); the server takes that worker out of service.
+var ErrDeviceLost = errors.New("backend: device lost")
+
+// ErrNoGPU is returned by GPU back-ends built without GPU support or run where
+// there is no usable GPU.
+var ErrNoGPU = errors.New("backend: no usable GPU (build with -tags cuda and run on a machine with an NVIDIA driver)")
