@@ -195,13 +195,30 @@ type Times struct {
 	Valid             bool // false when the device does not time stages
 }
 
-// A Sampler measures device utilisation over an interval.
+// A Sampler measures device utilisation over an interval. Start and Stop are
+// called from one goroutine, in turn.
 type Sampler interface {
 	// Start begins an interval.
 	Start() error
-	// Stop ends it and returns the mean utilisation in percent (0-100 per device,
-	// averaged over devices).
-	Stop() (float64, error)
+	// Stop ends it and returns what was measured.
+	Stop() (Utilization, error)
+}
+
+// Utilization is what a Sampler measured over one interval.
+type Utilization struct {
+	// Name is the metric the Percent figure is reported as: "gpu-util-pct"
+	// (NVML's utilisation.gpu, averaged over samples and devices) or
+	// "cpu-util-pct" (process CPU time over wall time and cores).
+	Name    string
+	Percent float64
+	// Busy is the percentage of the interval during which the device executed
+	// this engine's work, measured from device events (GPU back-ends); HasBusy
+	// says whether it was measured.
+	Busy    float64
+	HasBusy bool
+	// Samples is how many samples Percent averages (0 for a sampler that
+	// measures the whole interval at once).
+	Samples int
 }
 
 // ErrDeviceLost marks a worker error after which the worker cannot run again
