@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/gate")
+
+// fixtures is the repository's testdata/gate directory.
+const fixtures = "../../testdata/gate"
+
+func TestGateGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		golden  string
+		wantErr error // nil: the gate passes
+	}{
+		{"planted 10% throughput regression fails", []string{"base.txt", "regression.txt"}, "regression.golden", ErrRegression},
+		{"pure noise passes", []string{"base.txt", "noise.txt"}, "noise.golden", nil},
+		{"significant 3% slowdown is within the 5% threshold", []string{"-changes", "base.txt", "small.txt"}, "small.golden", nil},
+		{"looser threshold passes the regression", []string{"-changes", "-threshold", "20%", "base.txt", "regression.txt"}, "regression-20pct.golden", nil},
+		{"per-unit threshold and unit selection", []string{"-units", "samples/s,req/s,p99-latency-ns", "-threshold", "samples/s=15%,req/s=off", "base.txt", "regression.txt"}, "regression-units.golden", ErrRegression},
+		{"filter keeps the unchanged benchmark only", []string{"-filter", "/batch:1", "base.txt", "regression.txt"}, "regression-batch1.golden", nil},
+		{"reversed files report an improvement", []string{"-changes", "-units", "samples/s", "regression.txt", "base.txt"}, "improved.golden", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := make([]string, len(tt.args))
+			for i, a := range tt.args {
+				if filepath.Ext(a) == ".txt" {
+					a = filepath.Join(fixtures, a)
+				}
+				args[i] = a
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(args, &stdout, &stderr)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.wantErr)
+			}
+			golden := filepath.Join(fixtures, tt.golden)
+			if *update {
+				require.NoError(t, os.WriteFile(golden, stdout.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run with -update to create the golden file")
+			assert.Equal(t, string(want), stdout.String())
+			assert.Empty(t, stderr.String())
+		})
+	}
+}
+
+func TestGateErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantMsg string
+	}{
+		{"too few runs", []string{filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "few.txt")}, "need at least 6 runs per side"},
+		{"one file", []string{filepath.Join(fixtures, "base.txt")}, "need exactly two files"},
+		{"missing file", []string{"nonexistent.txt", filepath.Join(fixtures, "base.txt")}, "nonexistent.txt"},
+		{"bad threshold", []string{"-threshold", "fast", "a", "b"}, `bad threshold "fast"`},
+		{"bad alpha", []string{"-alpha", "2", "a", "b"}, "-alpha 2 out of (0, 1)"},
+		{"bad filter", []string{"-filter", "/batch:(", "a", "b"}, "-filter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(tt.args, &stdout, &stderr)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, ErrRegression)
+			assert.Contains(t, err.Error(), tt.wantMsg)
+			assert.Regexp(t, "^gate: ", err.Error())
+		})
+	}
+}
+
+func TestThresholds(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags []string
+		unit  string // tidied
+		want  float64
+	}{
+		{"default", nil, "sec/op", 0.05},
+		{"new default", []string{"10%"}, "sec/op", 0.10},
+		{"number without percent sign", []string{"7.5"}, "sec/op", 0.075},
+		{"per unit, tidied", []string{"p99-latency-ns=20%"}, "p99-latency-sec", 0.20},
+		{"per unit does not change others", []string{"p99-latency-ns=20%"}, "p50-latency-sec", 0.05},
+		{"off", []string{"cpu-util-pct=off"}, "cpu-util-pct", -1},
+		{"comma list, last wins", []string{"samples/s=3%,samples/s=4%", "2%"}, "samples/s", 0.04},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := &thresholds{def: 0.05, perUnit: map[string]float64{}}
+			for _, f := range tt.flags {
+				require.NoError(t, th.Set(f))
+			}
+			assert.InDelta(t, tt.want, th.of(tt.unit), 1e-12, "threshold of %s after %q", tt.unit, tt.flags)
+		})
+	}
+}
+
+func TestJudge(t *testing.T) {
+	sig := func(v verdict) verdict { v.cmp.P, v.cmp.Alpha = 0.001, 0.05; return v }
+	tests := []struct {
+		name string
+		v    verdict
+		want status
+	}{
+		{"not significant", verdict{better: -1, delta: 0.5, threshold: 0.05}, unchanged},
+		{"slower beyond threshold", sig(verdict{better: -1, delta: 0.06, threshold: 0.05}), regressed},
+		{"fewer samples/s beyond threshold", sig(verdict{better: 1, delta: -0.10, threshold: 0.05}), regressed},
+		{"slower within threshold", sig(verdict{better: -1, delta: 0.04, threshold: 0.05}), tolerated},
+		{"faster", sig(verdict{better: -1, delta: -0.5, threshold: 0.05}), improved},
+		{"more samples/s", sig(verdict{better: 1, delta: 0.5, threshold: 0.05}), improved},
+		{"gate off", sig(verdict{better: -1, delta: 0.5, threshold: -1}), ungated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, judge(tt.v), "judge(%+v)", tt.v)
+		})
+	}
+}

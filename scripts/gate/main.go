@@ -1,0 +1,71 @@
+// Command gate is the benchmark regression gate: it compares a base and a
+// head file in the Go benchmark format and fails only on a real slowdown.
+//
+// The gate works in four steps:
+//
+//  1. Read both files with golang.org/x/perf/benchfmt; keep the results that
+//     match -filter (benchproc filter syntax) and, if -units is set, only
+//     those units. Units are tidied as benchstat does (ns/op becomes sec/op,
+//     p50-latency-ns becomes p50-latency-sec).
+//  2. Group the measurements by full benchmark name and unit. Each group needs
+//     at least -min-runs values on each side.
+//  3. Compare each group with golang.org/x/perf/benchmath: the centre is the
+//     median and the test is Mann-Whitney U (as benchstat does), unless the
+//     file declares "Unit X assume=exact". The direction comes from
+//     "Unit X better=higher|lower" lines; a unit without one is taken as
+//     lower-is-better.
+//  4. A group is a regression only when the change is statistically
+//     significant (p < -alpha) and worse than its threshold (-threshold,
+//     5 % by default, per unit overridable). Print the verdict table; exit
+//     with status 1 if any group regressed, 2 on a usage or input error.
+//
+// Usage:
+//
+//	go run ./scripts/gate [flags] base.txt head.txt
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrRegression):
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	default:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
+// run parses args, compares the two files they name and writes the verdict
+// table to stdout. It returns an error wrapping ErrRegression when the gate
+// fails, and another error for bad flags or unreadable input.
+func run(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	base, err := readFile(cfg.base, cfg)
+	if err != nil {
+		return err
+	}
+	head, err := readFile(cfg.head, cfg)
+	if err != nil {
+		return err
+	}
+	verdicts, err := compare(base, head, cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeTable(stdout, verdicts, cfg); err != nil {
+		return fmt.Errorf("gate: writing table: %w", err)
+	}
+	return summarize(stdout, verdicts)
+}
