@@ -1,0 +1,158 @@
+package inference
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// Pipeline is how a worker arranges its copy and compute stages.
+type Pipeline = backend.Pipeline
+
+// Precision is the arithmetic a back-end computes in.
+type Precision = backend.Precision
+
+// The pipelines and precisions, re-exported from package backend.
+const (
+	Serial  = backend.Serial
+	Overlap = backend.Overlap
+	FP32    = backend.FP32
+	TF32    = backend.TF32
+	FP16    = backend.FP16
+)
+
+// QueuePolicy says what Submit does when the request queue is full.
+type QueuePolicy int
+
+const (
+	// Block waits for room until the request's context ends.
+	Block QueuePolicy = iota
+	// Reject fails at once with ErrQueueFull.
+	Reject
+)
+
+// String returns "block" or "reject".
+func (p QueuePolicy) String() string {
+	if p == Reject {
+		return "reject"
+	}
+	return "block"
+}
+
+// Defaults used for zero Config fields.
+const (
+	DefaultHeight   = 250
+	DefaultWidth    = 250
+	DefaultMaxBatch = 256
+	DefaultMaxQueue = 1024
+	DefaultSeed     = 1
+)
+
+// Config configures a Server. The zero value serves the embedded seeded
+// ResNet-18 on the CPU back-end with one worker and the Serial pipeline.
+type Config struct {
+	// Backend runs the model. If nil, Device names one ("cpu", "cuda", "nop");
+	// if both are empty, the CPU back-end is used.
+	Backend backend.Backend
+	Device  string
+
+	// Model is the network to serve. If nil and Checkpoint is set, the model is
+	// loaded from that file; if both are unset, a ResNet-18 with torchvision's
+	// initialisation drawn from Seed (DefaultSeed if 0) is built.
+	Model      *resnet.Model
+	Checkpoint string
+	Seed       uint64
+
+	// Height and Width are the input size in pixels; 0 means 250 (the seed's).
+	Height, Width int
+	// MaxBatch is the largest batch a request (or a merged batch) may have;
+	// 0 means DefaultMaxBatch.
+	MaxBatch int
+	// Batches lists the batch sizes the back-end prepares at start-up (plans,
+	// graphs); other sizes up to MaxBatch work too. If empty, {1}.
+	Batches []int
+
+	// Workers is the number of compute workers; 0 means 1.
+	Workers int
+	// Pipeline arranges the stages of every worker; the zero value is Serial.
+	Pipeline Pipeline
+	// Slots is the number of batches in flight per worker; 0 means 1 for
+	// Serial and 3 for Overlap (one copying in, one computing, one copying out).
+	Slots int
+	// Precision, Graphs and Devices are passed to the back-end (see
+	// backend.Options); the zero values are fp32, no graphs, device 0.
+	Precision Precision
+	Graphs    bool
+	Devices   []int
+
+	// MaxQueue bounds the requests waiting for a worker; 0 means DefaultMaxQueue.
+	MaxQueue int
+	// QueuePolicy is what Submit does when the queue is full; zero is Block.
+	QueuePolicy QueuePolicy
+	// Timeout, if positive, is the default deadline of a request, counted from
+	// its send time; Request.Timeout overrides it.
+	Timeout time.Duration
+	// RejectNonFinite makes Submit check every input value and reject NaN and
+	// ±Inf with an *InputError (it costs a pass over the data).
+	RejectNonFinite bool
+
+	// MaxQueueDelay enables dynamic batching when positive: requests are merged
+	// into one batch of at most MaxBatch images, waiting at most this long for
+	// company. PreferredBatches, if set, are sizes at which a batch is sent at
+	// once without waiting.
+	MaxQueueDelay    time.Duration
+	PreferredBatches []int
+}
+
+// withDefaults returns c with zero fields filled, or an error for invalid ones.
+func (c Config) withDefaults() (Config, error) {
+	if c.Height == 0 {
+		c.Height = DefaultHeight
+	}
+	if c.Width == 0 {
+		c.Width = DefaultWidth
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.Slots == 0 {
+		c.Slots = 1
+		if c.Pipeline == Overlap {
+			c.Slots = 3
+		}
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	if len(c.Batches) == 0 {
+		c.Batches = []int{1}
+	}
+	switch {
+	case c.Height < 0 || c.Width < 0 || c.MaxBatch < 0 || c.Workers < 0 || c.Slots < 0 || c.MaxQueue < 0:
+		return c, fmt.Errorf("inference: negative size in config (Height %d, Width %d, MaxBatch %d, Workers %d, Slots %d, MaxQueue %d)",
+			c.Height, c.Width, c.MaxBatch, c.Workers, c.Slots, c.MaxQueue)
+	case c.Pipeline != Serial && c.Pipeline != Overlap:
+		return c, fmt.Errorf("inference: unknown pipeline %v", c.Pipeline)
+	case c.QueuePolicy != Block && c.QueuePolicy != Reject:
+		return c, fmt.Errorf("inference: unknown queue policy %d", int(c.QueuePolicy))
+	case c.MaxQueueDelay < 0:
+		return c, fmt.Errorf("inference: MaxQueueDelay %v is negative", c.MaxQueueDelay)
+	}
+	if err := resnet.CheckInput(c.Height, c.Width); err != nil {
+		return c, fmt.Errorf("inference: %w", err)
+	}
+	for _, b := range append(append([]int(nil), c.Batches...), c.PreferredBatches...) {
+		if b < 1 || b > c.MaxBatch {
+			return c, fmt.Errorf("inference: batch size %d outside 1..MaxBatch (%d)", b, c.MaxBatch)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,113 @@
+// Package cpu is the pure-Go back-end: ResNet inference in fp32 on the CPU, using
+// every core, with no cgo. It runs anywhere the Go toolchain does.
+//
+// Each worker owns its scratch buffers (sized at Open for one image) and runs the
+// images of a batch one after another, each layer spread across the cores. The
+// copy stages are host operations: CopyIn only remembers the request's parts (the
+// data is read in place), CopyOut is free, Wait returns at once.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/metrics"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// New returns the CPU back-end.
+func New() backend.Backend { return cpuBackend{} }
+
+type cpuBackend struct{}
+
+func (cpuBackend) Name() string { return "cpu" }
+
+func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	if opts.Workers < 1 || opts.Slots < 1 || opts.MaxBatch < 1 {
+		return nil, fmt.Errorf("cpu: Workers, Slots and MaxBatch must be at least 1, got %d, %d, %d", opts.Workers, opts.Slots, opts.MaxBatch)
+	}
+	if opts.Precision != backend.FP32 {
+		return nil, fmt.Errorf("cpu: precision %v not supported (only fp32)", opts.Precision)
+	}
+	if opts.Graphs {
+		return nil, fmt.Errorf("cpu: graphs not supported")
+	}
+	if err := resnet.CheckInput(opts.Height, opts.Width); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	net, err := compile(m.Fold(), opts.Height, opts.Width)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{net: net, pool: newPool(runtime.GOMAXPROCS(0))}
+	for i := 0; i < opts.Workers; i++ {
+		w := &worker{net: net, pool: e.pool, scratch: net.newScratch(), slots: make([]slot, opts.Slots)}
+		for s := range w.slots {
+			w.slots[s].out = make([]float32, opts.MaxBatch*net.classes)
+		}
+		e.workers = append(e.workers, w)
+	}
+	return e, nil
+}
+
+type engine struct {
+	net     *network
+	pool    *pool
+	workers []backend.Worker
+	once    sync.Once
+}
+
+func (e *engine) Info() backend.Info {
+	return backend.Info{Config: []backend.KV{{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)}}}
+}
+
+func (e *engine) Workers() []backend.Worker { return e.workers }
+
+func (e *engine) Sampler() backend.Sampler { return &metrics.CPUSampler{} }
+
+func (e *engine) Close() error {
+	e.once.Do(e.pool.close)
+	return nil
+}
+
+type slot struct {
+	parts [][]float32
+	out   []float32
+}
+
+type worker struct {
+	net     *network
+	pool    *pool
+	scratch *scratch
+	slots   []slot
+}
+
+func (w *worker) Bind() func()                    { return func() {} }
+func (w *worker) Slots() int                      { return len(w.slots) }
+func (w *worker) Output(s int) []float32          { return w.slots[s].out }
+func (w *worker) Device() int                     { return 0 }
+func (w *worker) CopyOut(int, int) error          { return nil }
+func (w *worker) Wait(int) (backend.Times, error) { return backend.Times{}, nil }
+
+func (w *worker) CopyIn(s int, parts [][]float32) error {
+	w.slots[s].parts = append(w.slots[s].parts[:0], parts...)
+	return nil
+}
+
+func (w *worker) Compute(s int, n int) error {
+	sl := &w.slots[s]
+	img := w.net.inputSize
+	i := 0
+	for _, p := range sl.parts {
+		for off := 0; off+img <= len(p) && i < n; off += img {
+			w.net.forward(w.pool, w.scratch, p[off:off+img], sl.out[i*w.net.classes:(i+1)*w.net.classes])
+			i++
+		}
+	}
+	if i != n {
+		return fmt.Errorf("cpu: slot holds %d images, asked to compute %d", i, n)
+	}
+	return nil
+}
