@@ -1,24 +1,227 @@
-// Package gemm multiplies float32 matrices for the CPU back-end.
+// Package gemm multiplies float32 matrices for the CPU back-end: a packed,
+// cache-blocked GEMM with an AVX2/FMA micro-kernel where the CPU has one and a
+// portable Go kernel elsewhere, parallel across a fixed set of goroutines.
+//
+// A product C = A·B (A m x k, B k x n, all row-major) is computed in five steps:
+//
+//  1. the output is cut into tasks, rectangles of C whose sizes balance the
+//     work across the Context's threads against the cost of packing;
+//  2. each thread takes tasks in turn; for a task it walks C's columns in
+//     blocks of at most NC and the k dimension in blocks of at most KC;
+//  3. for each (KC x NC) block it packs B into column panels NR values wide,
+//     zero-padded (for a convolution, B is the implicit im2col matrix and the
+//     packing reads the input tensor directly, so no im2col buffer exists);
+//  4. for each MC rows of the task it packs A into row panels MR values tall;
+//  5. the micro-kernel multiplies one MR-row panel of A by one NR-column panel
+//     of B in registers and writes the MR x NR tile of C; after the last k
+//     block it also applies the epilogue (per-row bias, residual, ReLU), so a
+//     convolution layer needs no further pass over its output.
+//
+// Packing buffers belong to the threads and are reused, so a Context does not
+// allocate in steady state.
 package gemm
 
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+)
+
+// KernelEnv is the environment variable that selects the micro-kernel when
+// Config.Kernel is empty: "generic" forces the portable Go kernel, "avx2" the
+// AVX2/FMA kernel (an error where the CPU lacks it).
+const KernelEnv = "INFERBENCH_GEMM_KERNEL"
+
+// ErrClosed is returned by a Context's methods after Close.
+var ErrClosed = errors.New("gemm: context closed")
+
+// Config says how a Context computes.
+type Config struct {
+	// Threads is the number of goroutines that compute a product, the caller's
+	// included. If Threads is 0, runtime.GOMAXPROCS(0) is used.
+	Threads int
+	// Kernel names the micro-kernel: "generic" or "avx2". If Kernel is empty,
+	// the value of the KernelEnv environment variable is used, and if that is
+	// empty too, the fastest kernel the CPU supports.
+	Kernel string
+}
+
+// Kernels lists the micro-kernels this build and CPU support, fastest first.
+func Kernels() []string {
+	var names []string
+	for _, k := range kernels() {
+		names = append(names, k.name)
+	}
+	return names
+}
+
+// Epilogue is what a product does to each element of C after the sum:
+// C[i][j] = ReLU?(sum + Bias[i] + Residual[i][j]).
+type Epilogue struct {
+	// Bias, if not nil, holds one value per row of C (len >= m).
+	Bias []float32
+	// Residual, if not nil, is an m x n matrix added element-wise after the
+	// bias, with row stride LdResidual (if LdResidual is 0, C's row stride is
+	// used). It must not overlap C.
+	Residual   []float32
+	LdResidual int
+	// ReLU clamps negative results (after bias and residual) to zero.
+	ReLU bool
+}
+
+// Context computes products on Threads goroutines: the caller's and
+// Threads-1 workers it owns. A Context is not safe for concurrent use: one
+// product runs at a time. Close stops the workers.
+type Context struct {
+	threads int
+	kern    microKernel
+	bufs    []*buffers // one per thread; bufs[0] is the caller's
+
+	job     job
+	start   []chan struct{} // one per worker goroutine
+	done    chan any        // each worker sends nil or its panic value
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// New returns a Context with cfg's threads and kernel. The caller must Close it.
+func New(cfg Config) (*Context, error) {
+	threads := cfg.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if threads < 1 {
+		return nil, fmt.Errorf("gemm: Threads = %d, want at least 1", threads)
+	}
+	name := cfg.Kernel
+	if name == "" {
+		name = os.Getenv(KernelEnv)
+	}
+	kern, err := findKernel(name)
+	if err != nil {
+		return nil, err
+	}
+	c := &Context{threads: threads, kern: kern, done: make(chan any, threads)}
+	for i := 0; i < threads; i++ {
+		c.bufs = append(c.bufs, newBuffers(kern))
+	}
+	for i := 1; i < threads; i++ {
+		ch := make(chan struct{}, 1)
+		c.start = append(c.start, ch)
+		c.wg.Add(1)
+		go c.worker(i, ch)
+	}
+	return c, nil
+}
+
+// Threads is the number of goroutines that compute a product.
+func (c *Context) Threads() int { return c.threads }
+
+// Kernel is the name of the micro-kernel in use ("avx2" or "generic").
+func (c *Context) Kernel() string { return c.kern.name }
+
+// Close stops the worker goroutines and waits for them. It is idempotent.
+func (c *Context) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for _, ch := range c.start {
+		close(ch)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// Gemm computes C = A·B followed by ep for row-major A (m x k, row stride
+// lda), B (k x n, row stride ldb) and C (m x n, row stride ldc), overwriting C.
+// It panics, like a slice index, when a matrix is too short for its shape.
+func (c *Context) Gemm(m, n, k int, a []float32, lda int, b []float32, ldb int, out []float32, ldc int, ep Epilogue) error {
+	if err := checkMatrix("A", m, k, a, lda); err != nil {
+		return err
+	}
+	if err := checkMatrix("B", k, n, b, ldb); err != nil {
+		return err
+	}
+	src := &c.job.mat
+	*src = matrixB{b: b, ldb: ldb}
+	return c.run(m, n, k, a, lda, src, out, ldc, ep)
+}
+
+// ConvShape is the geometry of a convolution over a tensor in CNHW order
+// (channel, image, row, column), the order that makes a convolution's output
+// a single matrix product for the whole batch.
+type ConvShape struct {
+	C, N, H, W  int // input channels, images, height and width
+	K           int // kernel height and width
+	Stride, Pad int
+}
+
+// OutH is the output height.
+func (s ConvShape) OutH() int { return (s.H+2*s.Pad-s.K)/s.Stride + 1 }
+
+// OutW is the output width.
+func (s ConvShape) OutW() int { return (s.W+2*s.Pad-s.K)/s.Stride + 1 }
+
+// Conv computes y = ep(w ⊛ x): x is s.C x s.N x s.H x s.W (CNHW), w is out x
+// s.C x s.K x s.K (OIHW, PyTorch's layout), y is out x s.N x OutH x OutW
+// (CNHW) and ep's Residual, if any, has y's layout. It is the product of w as
+// an out x (C*K*K) matrix and the implicit im2col matrix of x, which is never
+// stored.
+func (c *Context) Conv(out int, w []float32, x []float32, s ConvShape, y []float32, ep Epilogue) error {
+	if s.C < 1 || s.N < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutH() < 1 || s.OutW() < 1 {
+		return fmt.Errorf("gemm: bad convolution shape %+v", s)
+	}
+	if len(x) < s.C*s.N*s.H*s.W {
+		return fmt.Errorf("gemm: convolution input has %d values, want %d", len(x), s.C*s.N*s.H*s.W)
+	}
+	k := s.C * s.K * s.K
+	if err := checkMatrix("weights", out, k, w, k); err != nil {
+		return err
+	}
+	src := &c.job.conv
+	*src = newConvB(x, s)
+	n := s.N * s.OutH() * s.OutW()
+	return c.run(out, n, k, w, k, src, y, n, ep)
+}
+
+func checkMatrix(name string, rows, cols int, v []float32, ld int) error {
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("gemm: %s is %d x %d", name, rows, cols)
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	if ld < cols {
+		return fmt.Errorf("gemm: %s row stride %d, want at least %d", name, ld, cols)
+	}
+	if need := (rows-1)*ld + cols; len(v) < need {
+		return fmt.Errorf("gemm: %s has %d values, want at least %d for %d x %d with stride %d", name, len(v), need, rows, cols, ld)
+	}
+	return nil
+}
+
+var serial = sync.Pool{New: func() any {
+	c, err := New(Config{Threads: 1})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}}
+
 // Sgemm computes C = A·B for row-major A (m x k, row stride lda), B (k x n, row
-// stride ldb) and C (m x n, row stride ldc), overwriting C. It is safe for
-// concurrent use on disjoint C.
+// stride ldb) and C (m x n, row stride ldc), overwriting C, on the calling
+// goroutine. It is safe for concurrent use on disjoint C. It panics when a
+// matrix is too short for its shape.
 func Sgemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	for i := 0; i < m; i++ {
-		ci := c[i*ldc : i*ldc+n]
-		for j := range ci {
-			ci[j] = 0
-		}
-		for p := 0; p < k; p++ {
-			av := a[i*lda+p]
-			if av == 0 {
-				continue
-			}
-			bp := b[p*ldb : p*ldb+n]
-			for j, bv := range bp {
-				ci[j] += av * bv
-			}
-		}
+	ctx := serial.Get().(*Context)
+	defer serial.Put(ctx)
+	if err := ctx.Gemm(m, n, k, a, lda, b, ldb, c, ldc, Epilogue{}); err != nil {
+		panic(err)
 	}
 }

@@ -1,0 +1,280 @@
+package gemm
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Blocking. A packed B block (kcMax x ncMax, 1 MiB) stays in the L2 or L3
+// cache while the threads sweep A over it; a packed A block (mcMax x kcMax,
+// 144 KiB) stays in L2; one B panel (kcMax x NR, 16 KiB for NR=16) stays in L1
+// while the A panels of a block stream past it.
+const (
+	kcMax = 256
+	mcMax = 144  // a multiple of every kernel's MR
+	ncMax = 1024 // a multiple of every kernel's NR
+)
+
+// Epilogue flags, passed to the micro-kernels.
+const (
+	flagAccumulate = 1 << iota // add the tile to C instead of overwriting it
+	flagBias                   // add bias[i] to row i
+	flagResidual               // add the residual tile
+	flagReLU                   // clamp at zero
+)
+
+// bSource is the right-hand operand of a product.
+type bSource interface {
+	// pack writes rows p0..p0+kc and columns j0..j0+nc of B into buf.b as
+	// ceil(nc/nr) panels, panel q holding columns j0+q*nr.. as kc rows of nr
+	// values; columns past j0+nc are zero.
+	pack(buf *buffers, p0, kc, j0, nc, nr int)
+}
+
+// buffers are one thread's packing buffers.
+type buffers struct {
+	a    []float32 // mcMax x kcMax
+	b    []float32 // kcMax x ncMax
+	tile []float32 // MR x NR, for edge tiles
+	segs []segment // column runs of a convolution's B block
+}
+
+func newBuffers(k microKernel) *buffers {
+	return &buffers{
+		a:    make([]float32, mcMax*kcMax),
+		b:    make([]float32, kcMax*ncMax),
+		tile: make([]float32, k.mr*k.nr),
+		segs: make([]segment, 0, 2*ncMax),
+	}
+}
+
+// job is the product in progress. It lives in the Context and is reused.
+type job struct {
+	m, n, k int
+	a       []float32
+	lda     int
+	b       bSource
+	c       []float32
+	ldc     int
+	ep      Epilogue
+	ldr     int
+	epFlags int
+
+	kc     int // k block size
+	mt, nt int // task size in rows and columns
+	tn     int // tasks along n
+	tasks  int
+	next   atomic.Int64
+
+	mat  matrixB
+	conv convB
+}
+
+func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []float32, ldc int, ep Epilogue) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if err := checkMatrix("C", m, n, out, ldc); err != nil {
+		return err
+	}
+	if ep.Bias != nil && len(ep.Bias) < m {
+		return fmt.Errorf("gemm: bias has %d values, want %d", len(ep.Bias), m)
+	}
+	ldr := ep.LdResidual
+	if ldr == 0 {
+		ldr = ldc
+	}
+	if ep.Residual != nil {
+		if err := checkMatrix("residual", m, n, ep.Residual, ldr); err != nil {
+			return err
+		}
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	flags := 0
+	if ep.Bias != nil {
+		flags |= flagBias
+	}
+	if ep.Residual != nil {
+		flags |= flagResidual
+	}
+	if ep.ReLU {
+		flags |= flagReLU
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			var bias, res []float32
+			if ep.Bias != nil {
+				bias = ep.Bias[i:]
+			}
+			if ep.Residual != nil {
+				res = ep.Residual[i*ldr:]
+			}
+			zero := make([]float32, n)
+			epilogue(zero, n, out[i*ldc:], ldc, 1, n, flags, bias, res, ldr)
+		}
+		return nil
+	}
+	j := &c.job
+	j.m, j.n, j.k = m, n, k
+	j.a, j.lda, j.b = a, lda, src
+	j.c, j.ldc = out, ldc
+	j.ep, j.ldr, j.epFlags = ep, ldr, flags
+	j.plan(c.threads, c.kern.mr, c.kern.nr)
+	j.next.Store(0)
+
+	workers := min(c.threads, j.tasks)
+	for i := 1; i < workers; i++ {
+		c.start[i-1] <- struct{}{}
+	}
+	p := c.work(0)
+	for i := 1; i < workers; i++ {
+		if q := <-c.done; q != nil && p == nil {
+			p = q
+		}
+	}
+	// Drop references to the caller's data.
+	j.a, j.b, j.c, j.ep = nil, nil, nil, Epilogue{}
+	j.mat, j.conv = matrixB{}, convB{}
+	if p != nil {
+		return fmt.Errorf("gemm: worker panicked: %v", p)
+	}
+	return nil
+}
+
+// plan chooses the k block and the task grid. The cost model, in cycles of one
+// thread: a multiply-add costs 1/16 (two 8-wide FMAs per cycle at half
+// efficiency), packing one value of A 1 and of B 3; threads take tasks in
+// rounds, so the cost is rounds times the cost of one task.
+func (j *job) plan(threads, mr, nr int) {
+	nkb := (j.k + kcMax - 1) / kcMax
+	j.kc = (j.k + nkb - 1) / nkb
+	pm, pn := (j.m+mr-1)/mr, (j.n+nr-1)/nr
+	j.mt, j.nt, j.tn, j.tasks = pm*mr, pn*nr, 1, 1
+	if threads == 1 || j.m*j.n*j.k < 1<<16 {
+		return
+	}
+	best := -1.0
+	for tm := 1; tm <= min(pm, 4*threads); tm++ {
+		mt := (pm + tm - 1) / tm // panels per task
+		am := (pm + mt - 1) / mt // tasks along m
+		for tn := 1; tn <= min(pn, 4*threads); tn++ {
+			nt := (pn + tn - 1) / tn
+			an := (pn + nt - 1) / nt
+			rounds := (am*an + threads - 1) / threads
+			rows, cols := float64(mt*mr), float64(nt*nr)
+			cost := float64(rounds) * float64(j.k) * (rows*cols/16 + rows + 3*cols)
+			if best < 0 || cost < best {
+				best = cost
+				j.mt, j.nt, j.tn, j.tasks = mt*mr, nt*nr, an, am*an
+			}
+		}
+	}
+}
+
+func (c *Context) worker(id int, start chan struct{}) {
+	defer c.wg.Done()
+	for range start {
+		c.done <- c.work(id)
+	}
+}
+
+// work runs tasks of the current job until none is left and returns the value
+// of a panic, or nil.
+func (c *Context) work(id int) (p any) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = r
+		}
+	}()
+	j := &c.job
+	buf := c.bufs[id]
+	for {
+		t := int(j.next.Add(1)) - 1
+		if t >= j.tasks {
+			return nil
+		}
+		ti, tj := t/j.tn, t%j.tn
+		i0, j0 := ti*j.mt, tj*j.nt
+		c.task(buf, i0, min(i0+j.mt, j.m), j0, min(j0+j.nt, j.n))
+	}
+}
+
+// task computes rows i0..i1 and columns j0..j1 of C.
+func (c *Context) task(buf *buffers, i0, i1, j0, j1 int) {
+	j := &c.job
+	mr, nr := c.kern.mr, c.kern.nr
+	full := c.kern.full
+	for jc := j0; jc < j1; jc += ncMax {
+		nc := min(ncMax, j1-jc)
+		for pc := 0; pc < j.k; pc += j.kc {
+			kb := min(j.kc, j.k-pc)
+			j.b.pack(buf, pc, kb, jc, nc, nr)
+			flags := 0
+			if pc > 0 {
+				flags |= flagAccumulate
+			}
+			if pc+kb == j.k {
+				flags |= j.epFlags
+			}
+			for ic := i0; ic < i1; ic += mcMax {
+				mb := min(mcMax, i1-ic)
+				packA(buf.a, j.a, j.lda, ic, mb, pc, kb, mr)
+				for jr := 0; jr < nc; jr += nr {
+					nb := min(nr, nc-jr)
+					bp := buf.b[jr*kb : jr*kb+kb*nr]
+					col := jc + jr
+					for ir := 0; ir < mb; ir += mr {
+						ib := min(mr, mb-ir)
+						ap := buf.a[ir*kb : ir*kb+kb*mr]
+						row := ic + ir
+						var bias, res []float32
+						if flags&flagBias != 0 {
+							bias = j.ep.Bias[row : row+ib]
+						}
+						if flags&flagResidual != 0 {
+							res = j.ep.Residual[row*j.ldr+col:]
+						}
+						if ib == mr && nb == nr {
+							full(kb, ap, bp, j.c[row*j.ldc+col:], j.ldc, flags, bias, res, j.ldr)
+							continue
+						}
+						full(kb, ap, bp, buf.tile, nr, 0, nil, nil, 0)
+						epilogue(buf.tile, nr, j.c[row*j.ldc+col:], j.ldc, ib, nb, flags, bias, res, j.ldr)
+					}
+				}
+			}
+		}
+	}
+}
+
+// epilogue writes the rows x cols corner of tile (row stride ldt) to c (row
+// stride ldc), applying flags.
+func epilogue(tile []float32, ldt int, c []float32, ldc, rows, cols, flags int, bias, res []float32, ldr int) {
+	for i := 0; i < rows; i++ {
+		t := tile[i*ldt : i*ldt+cols]
+		ci := c[i*ldc : i*ldc+cols]
+		var b float32
+		if flags&flagBias != 0 {
+			b = bias[i]
+		}
+		var ri []float32
+		if flags&flagResidual != 0 {
+			ri = res[i*ldr : i*ldr+cols]
+		}
+		for jj, v := range t {
+			if flags&flagAccumulate != 0 {
+				v += ci[jj]
+			}
+			v += b
+			if ri != nil {
+				v += ri[jj]
+			}
+			if flags&flagReLU != 0 && v < 0 {
+				v = 0
+			}
+			ci[jj] = v
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// naive is the reference: a float64 triple loop with the epilogue.
+func naive(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, ep Epilogue) {
+	ldr := ep.LdResidual
+	if ldr == 0 {
+		ldr = ldc
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				s += float64(a[i*lda+p]) * float64(b[p*ldb+j])
+			}
+			if ep.Bias != nil {
+				s += float64(ep.Bias[i])
+			}
+			if ep.Residual != nil {
+				s += float64(ep.Residual[i*ldr+j])
+			}
+			if ep.ReLU && s < 0 {
+				s = 0
+			}
+			c[i*ldc+j] = float32(s)
+		}
+	}
+}
+
+// tolerance is the allowed error of a float32 sum of k products of N(0,1)
+// values, whose magnitude grows like sqrt(k).
+func tolerance(k int) float64 { return 1e-5 * (1 + float64(k)) }
+
+func contexts(t testing.TB) []*Context {
+	t.Helper()
+	var cs []*Context
+	for _, kern := range Kernels() {
+		for _, threads := range []int{1, 2, 3} {
+			c, err := New(Config{Threads: threads, Kernel: kern})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, c.Close()) })
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+func TestGemm(t *testing.T) {
+	shapes := []struct {
+		name                   string
+		m, n, k, lda, ldb, ldc int
+	}{
+		{"1x1x1", 1, 1, 1, 1, 1, 1},
+		{"tile", 6, 16, 8, 8, 16, 16},
+		{"odd", 7, 17, 5, 5, 17, 17},
+		{"strides", 13, 29, 31, 40, 33, 35},
+		{"tall", 301, 3, 77, 77, 3, 3},
+		{"wide", 5, 1500, 40, 40, 1500, 1501},
+		{"deep", 20, 20, 1000, 1000, 20, 20},
+		{"blocks", 150, 1100, 300, 300, 1100, 1100},
+		{"conv-like", 64, 1000, 576, 576, 1000, 1000},
+		{"k-zero", 4, 5, 0, 1, 5, 5},
+	}
+	eps := []struct {
+		name            string
+		bias, res, relu bool
+	}{
+		{"plain", false, false, false},
+		{"bias", true, false, false},
+		{"bias-res-relu", true, true, true},
+		{"relu", false, false, true},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, ctx := range contexts(t) {
+		for _, sh := range shapes {
+			for _, e := range eps {
+				name := fmt.Sprintf("kernel=%s/threads=%d/%s/%s", ctx.Kernel(), ctx.Threads(), sh.name, e.name)
+				t.Run(name, func(t *testing.T) {
+					a := randSlice(rng, max(1, sh.m*sh.lda))
+					b := randSlice(rng, max(1, sh.k*sh.ldb))
+					var ep Epilogue
+					if e.bias {
+						ep.Bias = randSlice(rng, sh.m)
+					}
+					if e.res {
+						ep.Residual = randSlice(rng, sh.m*(sh.n+3))
+						ep.LdResidual = sh.n + 3
+					}
+					ep.ReLU = e.relu
+					got := randSlice(rng, sh.m*sh.ldc)
+					want := append([]float32(nil), got...)
+					require.NoError(t, ctx.Gemm(sh.m, sh.n, sh.k, a, sh.lda, b, sh.ldb, got, sh.ldc, ep))
+					naive(sh.m, sh.n, sh.k, a, sh.lda, b, sh.ldb, want, sh.ldc, ep)
+					assertClose(t, got, want, tolerance(sh.k))
+				})
+			}
+		}
+	}
+}
+
+func assertClose(t *testing.T, got, want []float32, tol float64) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	bad := 0
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tol) {
+			if bad < 5 {
+				t.Errorf("C[%d] = %v, want %v (tolerance %g)", i, got[i], want[i], tol)
+			}
+			bad++
+		}
+	}
+	assert.Zero(t, bad, "values outside tolerance")
+}
+
+// naiveConv is the reference convolution over CNHW tensors, in float64.
+func naiveConv(out int, w, x []float32, s ConvShape, ep Epilogue) []float32 {
+	oh, ow := s.OutH(), s.OutW()
+	y := make([]float32, out*s.N*oh*ow)
+	for o := 0; o < out; o++ {
+		for n := 0; n < s.N; n++ {
+			for oy := 0; oy < oh; oy++ {
+				for ox := 0; ox < ow; ox++ {
+					var sum float64
+					for c := 0; c < s.C; c++ {
+						for ky := 0; ky < s.K; ky++ {
+							iy := oy*s.Stride - s.Pad + ky
+							if iy < 0 || iy >= s.H {
+								continue
+							}
+							for kx := 0; kx < s.K; kx++ {
+								ix := ox*s.Stride - s.Pad + kx
+								if ix < 0 || ix >= s.W {
+									continue
+								}
+								sum += float64(w[((o*s.C+c)*s.K+ky)*s.K+kx]) * float64(x[((c*s.N+n)*s.H+iy)*s.W+ix])
+							}
+						}
+					}
+					i := ((o*s.N+n)*oh+oy)*ow + ox
+					if ep.Bias != nil {
+						sum += float64(ep.Bias[o])
+					}
+					if ep.Residual != nil {
+						sum += float64(ep.Residual[i])
+					}
+					if ep.ReLU && sum < 0 {
+						sum = 0
+					}
+					y[i] = float32(sum)
+				}
+			}
+		}
+	}
+	return y
+}
+
+func TestConv(t *testing.T) {
+	cases := []struct {
+		name string
+		out  int
+		s    ConvShape
+	}{
+		{"3x3", 8, ConvShape{C: 3, N: 1, H: 9, W: 11, K: 3, Stride: 1, Pad: 1}},
+		{"3x3-batch", 16, ConvShape{C: 5, N: 3, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
+		{"3x3-stride2", 12, ConvShape{C: 4, N: 2, H: 13, W: 10, K: 3, Stride: 2, Pad: 1}},
+		{"1x1-stride2", 20, ConvShape{C: 16, N: 2, H: 15, W: 15, K: 1, Stride: 2, Pad: 0}},
+		{"1x1", 7, ConvShape{C: 9, N: 1, H: 20, W: 3, K: 1, Stride: 1, Pad: 0}},
+		{"stem", 64, ConvShape{C: 3, N: 2, H: 37, W: 41, K: 7, Stride: 2, Pad: 3}},
+		{"stride3-nopad", 6, ConvShape{C: 2, N: 2, H: 17, W: 19, K: 5, Stride: 3, Pad: 0}},
+		{"wide-rows", 64, ConvShape{C: 64, N: 1, H: 30, W: 63, K: 3, Stride: 1, Pad: 1}},
+		{"deep", 32, ConvShape{C: 128, N: 2, H: 6, W: 6, K: 3, Stride: 1, Pad: 1}},
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, ctx := range contexts(t) {
+		for _, tc := range cases {
+			for _, fused := range []bool{false, true} {
+				name := fmt.Sprintf("kernel=%s/threads=%d/%s/fused=%v", ctx.Kernel(), ctx.Threads(), tc.name, fused)
+				t.Run(name, func(t *testing.T) {
+					s := tc.s
+					k := s.C * s.K * s.K
+					w := randSlice(rng, tc.out*k)
+					x := randSlice(rng, s.C*s.N*s.H*s.W)
+					size := tc.out * s.N * s.OutH() * s.OutW()
+					var ep Epilogue
+					if fused {
+						ep = Epilogue{Bias: randSlice(rng, tc.out), Residual: randSlice(rng, size), ReLU: true}
+					}
+					got := randSlice(rng, size)
+					require.NoError(t, ctx.Conv(tc.out, w, x, s, got, ep))
+					assertClose(t, got, naiveConv(tc.out, w, x, s, ep), tolerance(k))
+				})
+			}
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ctx, err := New(Config{Threads: 2})
+	require.NoError(t, err)
+	defer ctx.Close()
+	buf := make([]float32, 100)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"short A", func() error { return ctx.Gemm(5, 5, 5, buf[:24], 5, buf, 5, buf, 5, Epilogue{}) }},
+		{"short B", func() error { return ctx.Gemm(5, 5, 5, buf, 5, buf[:20], 5, buf, 5, Epilogue{}) }},
+		{"short C", func() error { return ctx.Gemm(5, 5, 5, buf, 5, buf, 5, buf[:10], 5, Epilogue{}) }},
+		{"small lda", func() error { return ctx.Gemm(5, 5, 5, buf, 4, buf, 5, buf, 5, Epilogue{}) }},
+		{"short bias", func() error { return ctx.Gemm(5, 5, 5, buf, 5, buf, 5, buf, 5, Epilogue{Bias: buf[:4]}) }},
+		{"short residual", func() error {
+			return ctx.Gemm(5, 5, 5, buf, 5, buf, 5, make([]float32, 25), 5, Epilogue{Residual: buf[:24]})
+		}},
+		{"bad conv", func() error {
+			return ctx.Conv(2, buf, buf, ConvShape{C: 1, N: 1, H: 2, W: 2, K: 3, Stride: 1}, buf, Epilogue{})
+		}},
+		{"short conv input", func() error {
+			return ctx.Conv(2, buf, buf[:3], ConvShape{C: 1, N: 1, H: 2, W: 2, K: 1, Stride: 1}, buf, Epilogue{})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "gemm: ")
+		})
+	}
+	_, err = New(Config{Kernel: "nope"})
+	assert.ErrorContains(t, err, `gemm: kernel "nope"`)
+	_, err = New(Config{Threads: -1})
+	assert.ErrorContains(t, err, "gemm: Threads")
+	require.NoError(t, ctx.Close())
+	require.NoError(t, ctx.Close(), "second Close")
+	assert.ErrorIs(t, ctx.Gemm(1, 1, 1, buf, 1, buf, 1, buf, 1, Epilogue{}), ErrClosed)
+}
+
+func TestKernelEnv(t *testing.T) {
+	t.Setenv(KernelEnv, "generic")
+	ctx, err := New(Config{Threads: 1})
+	require.NoError(t, err)
+	defer ctx.Close()
+	assert.Equal(t, "generic", ctx.Kernel())
+}
+
+func TestSgemm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m, n, k := 9, 33, 70
+	a, b := randSlice(rng, m*k), randSlice(rng, k*n)
+	got, want := make([]float32, m*n), make([]float32, m*n)
+	Sgemm(m, n, k, a, k, b, n, got, n)
+	naive(m, n, k, a, k, b, n, want, n, Epilogue{})
+	assertClose(t, got, want, tolerance(k))
+}
+
+func TestAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ctx, err := New(Config{Threads: 2})
+	require.NoError(t, err)
+	defer ctx.Close()
+	s := ConvShape{C: 16, N: 2, H: 20, W: 20, K: 3, Stride: 1, Pad: 1}
+	w, x := randSlice(rng, 32*16*9), randSlice(rng, 16*2*400)
+	y, bias := make([]float32, 32*2*400), randSlice(rng, 32)
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := ctx.Conv(32, w, x, s, y, Epilogue{Bias: bias, ReLU: true}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per Conv")
+}
+
+func BenchmarkGemm(b *testing.B) {
+	shapes := []struct{ m, n, k int }{
+		{64, 3969, 576},   // ResNet-18 stage 1 at 250x250, batch 1
+		{128, 1024, 1152}, // stage 2
+		{256, 256, 2304},  // stage 3
+		{512, 64, 4608},   // stage 4
+		{512, 512, 512},
+		{1024, 1024, 1024},
+	}
+	for _, kern := range Kernels() {
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			for _, sh := range shapes {
+				name := fmt.Sprintf("kernel=%s/threads=%d/m=%d/n=%d/k=%d", kern, threads, sh.m, sh.n, sh.k)
+				b.Run(name, func(b *testing.B) {
+					if kern == "generic" && sh.m*sh.n*sh.k > 1<<27 {
+						b.Skip("generic kernel: large shapes take too long")
+					}
+					ctx, err := New(Config{Threads: threads, Kernel: kern})
+					require.NoError(b, err)
+					defer ctx.Close()
+					rng := rand.New(rand.NewPCG(1, 1))
+					a, bb := randSlice(rng, sh.m*sh.k), randSlice(rng, sh.k*sh.n)
+					c := make([]float32, sh.m*sh.n)
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := ctx.Gemm(sh.m, sh.n, sh.k, a, sh.k, bb, sh.n, c, sh.n, Epilogue{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(2*float64(sh.m*sh.n*sh.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkConv(b *testing.B) {
+	cases := []struct {
+		name string
+		out  int
+		s    ConvShape
+	}{
+		{"stem", 64, ConvShape{C: 3, N: 1, H: 250, W: 250, K: 7, Stride: 2, Pad: 3}},
+		{"stage1", 64, ConvShape{C: 64, N: 1, H: 63, W: 63, K: 3, Stride: 1, Pad: 1}},
+		{"stage2", 128, ConvShape{C: 128, N: 1, H: 32, W: 32, K: 3, Stride: 1, Pad: 1}},
+		{"stage3", 256, ConvShape{C: 256, N: 1, H: 16, W: 16, K: 3, Stride: 1, Pad: 1}},
+		{"stage4", 512, ConvShape{C: 512, N: 1, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
+		{"stage4-batch8", 512, ConvShape{C: 512, N: 8, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
+	}
+	for _, tc := range cases {
+		b.Run("layer="+tc.name, func(b *testing.B) {
+			ctx, err := New(Config{})
+			require.NoError(b, err)
+			defer ctx.Close()
+			s := tc.s
+			rng := rand.New(rand.NewPCG(1, 1))
+			k := s.C * s.K * s.K
+			w, x := randSlice(rng, tc.out*k), randSlice(rng, s.C*s.N*s.H*s.W)
+			n := s.N * s.OutH() * s.OutW()
+			y, bias := make([]float32, tc.out*n), randSlice(rng, tc.out)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ctx.Conv(tc.out, w, x, s, y, Epilogue{Bias: bias, ReLU: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(tc.out*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package gemm
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+func archKernels() []microKernel {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		return []microKernel{{name: "avx2", mr: 6, nr: 16, full: avx2Full}}
+	}
+	return nil
+}
+
+// kernel6x16AVX2 is avx2Full in assembly, without bounds checks.
+//
+//go:noescape
+func kernel6x16AVX2(k int, a, b, c *float32, ldc, flags int, bias, res *float32, ldr int)
+
+func avx2Full(k int, a, b, c []float32, ldc, flags int, bias, res []float32, ldr int) {
+	const mr, nr = 6, 16
+	_ = a[k*mr-1]
+	_ = b[k*nr-1]
+	_ = c[(mr-1)*ldc+nr-1]
+	var bp, rp *float32
+	if flags&flagBias != 0 {
+		_ = bias[mr-1]
+		bp = unsafe.SliceData(bias)
+	}
+	if flags&flagResidual != 0 {
+		_ = res[(mr-1)*ldr+nr-1]
+		rp = unsafe.SliceData(res)
+	}
+	kernel6x16AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, flags, bp, rp, ldr)
+}

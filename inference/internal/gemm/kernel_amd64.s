@@ -1,0 +1,163 @@
+#include "textflag.h"
+
+// One step of k: C[6][16] += A[:,p] * B[p,:], with the accumulators in Y0-Y11
+// (row i in Y(2i), Y(2i+1)), B's row in Y12, Y13 and A's values broadcast into
+// Y14, Y15. AX walks packed A (6 values a step), BX packed B (16 values).
+#define STEP \
+	VMOVUPS (BX), Y12; \
+	VMOVUPS 32(BX), Y13; \
+	VBROADCASTSS (AX), Y14; \
+	VBROADCASTSS 4(AX), Y15; \
+	VFMADD231PS Y12, Y14, Y0; \
+	VFMADD231PS Y13, Y14, Y1; \
+	VFMADD231PS Y12, Y15, Y2; \
+	VFMADD231PS Y13, Y15, Y3; \
+	VBROADCASTSS 8(AX), Y14; \
+	VBROADCASTSS 12(AX), Y15; \
+	VFMADD231PS Y12, Y14, Y4; \
+	VFMADD231PS Y13, Y14, Y5; \
+	VFMADD231PS Y12, Y15, Y6; \
+	VFMADD231PS Y13, Y15, Y7; \
+	VBROADCASTSS 16(AX), Y14; \
+	VBROADCASTSS 20(AX), Y15; \
+	VFMADD231PS Y12, Y14, Y8; \
+	VFMADD231PS Y13, Y14, Y9; \
+	VFMADD231PS Y12, Y15, Y10; \
+	VFMADD231PS Y13, Y15, Y11; \
+	ADDQ $24, AX; \
+	ADDQ $64, BX
+
+// Adds the 6x16 tile at P (row stride S bytes, Q = P+3*S) to the accumulators.
+#define ADDTILE(P, Q, S) \
+	VADDPS (P), Y0, Y0; \
+	VADDPS 32(P), Y1, Y1; \
+	VADDPS (P)(S*1), Y2, Y2; \
+	VADDPS 32(P)(S*1), Y3, Y3; \
+	VADDPS (P)(S*2), Y4, Y4; \
+	VADDPS 32(P)(S*2), Y5, Y5; \
+	VADDPS (Q), Y6, Y6; \
+	VADDPS 32(Q), Y7, Y7; \
+	VADDPS (Q)(S*1), Y8, Y8; \
+	VADDPS 32(Q)(S*1), Y9, Y9; \
+	VADDPS (Q)(S*2), Y10, Y10; \
+	VADDPS 32(Q)(S*2), Y11, Y11
+
+// func kernel6x16AVX2(k int, a, b, c *float32, ldc, flags int, bias, res *float32, ldr int)
+TEXT ·kernel6x16AVX2(SB), NOSPLIT, $0-72
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ b+16(FP), BX
+	MOVQ c+24(FP), R8
+	MOVQ ldc+32(FP), R9
+	MOVQ flags+40(FP), DX
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	CMPQ CX, $4
+	JLT  tail
+
+loop4:
+	PREFETCHT0 512(BX)
+	STEP
+	STEP
+	PREFETCHT0 512(BX)
+	STEP
+	STEP
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  loop4
+
+tail:
+	TESTQ CX, CX
+	JZ    epilogue
+
+loop1:
+	STEP
+	DECQ CX
+	JNZ  loop1
+
+epilogue:
+	SHLQ $2, R9
+	LEAQ (R8)(R9*2), R10
+	ADDQ R9, R10
+
+	TESTQ $1, DX
+	JZ    nocarry
+	ADDTILE(R8, R10, R9)
+
+nocarry:
+	TESTQ $2, DX
+	JZ    nobias
+	MOVQ  bias+48(FP), SI
+	VBROADCASTSS (SI), Y12
+	VADDPS Y12, Y0, Y0
+	VADDPS Y12, Y1, Y1
+	VBROADCASTSS 4(SI), Y12
+	VADDPS Y12, Y2, Y2
+	VADDPS Y12, Y3, Y3
+	VBROADCASTSS 8(SI), Y12
+	VADDPS Y12, Y4, Y4
+	VADDPS Y12, Y5, Y5
+	VBROADCASTSS 12(SI), Y12
+	VADDPS Y12, Y6, Y6
+	VADDPS Y12, Y7, Y7
+	VBROADCASTSS 16(SI), Y12
+	VADDPS Y12, Y8, Y8
+	VADDPS Y12, Y9, Y9
+	VBROADCASTSS 20(SI), Y12
+	VADDPS Y12, Y10, Y10
+	VADDPS Y12, Y11, Y11
+
+nobias:
+	TESTQ $4, DX
+	JZ    nores
+	MOVQ  res+56(FP), DI
+	MOVQ  ldr+64(FP), R11
+	SHLQ  $2, R11
+	LEAQ  (DI)(R11*2), R12
+	ADDQ  R11, R12
+	ADDTILE(DI, R12, R11)
+
+nores:
+	TESTQ $8, DX
+	JZ    store
+	VXORPS Y12, Y12, Y12
+	VMAXPS Y12, Y0, Y0
+	VMAXPS Y12, Y1, Y1
+	VMAXPS Y12, Y2, Y2
+	VMAXPS Y12, Y3, Y3
+	VMAXPS Y12, Y4, Y4
+	VMAXPS Y12, Y5, Y5
+	VMAXPS Y12, Y6, Y6
+	VMAXPS Y12, Y7, Y7
+	VMAXPS Y12, Y8, Y8
+	VMAXPS Y12, Y9, Y9
+	VMAXPS Y12, Y10, Y10
+	VMAXPS Y12, Y11, Y11
+
+store:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, 32(R8)
+	VMOVUPS Y2, (R8)(R9*1)
+	VMOVUPS Y3, 32(R8)(R9*1)
+	VMOVUPS Y4, (R8)(R9*2)
+	VMOVUPS Y5, 32(R8)(R9*2)
+	VMOVUPS Y6, (R10)
+	VMOVUPS Y7, 32(R10)
+	VMOVUPS Y8, (R10)(R9*1)
+	VMOVUPS Y9, 32(R10)(R9*1)
+	VMOVUPS Y10, (R10)(R9*2)
+	VMOVUPS Y11, 32(R10)(R9*2)
+	VZEROUPPER
+	RET
