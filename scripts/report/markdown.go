@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// summaryUnits are the units shown in a benchmark's summary table, in
+// order, when present; the rest appear in the per-configuration tables.
+var summaryUnits = []string{"samples/s", "req/s", "sec/op", "mean-latency-sec", "p50-latency-sec", "p99-latency-sec", "warmup-sec", "gpu-util-pct", "cpu-util-pct"}
+
+// writeMarkdown writes the whole report.
+func writeMarkdown(w io.Writer, ds *dataset, title string, images []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	for _, c := range ds.config {
+		fmt.Fprintf(&b, "- %s: %s\n", c.key, c.value)
+	}
+	if len(ds.config) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("Cells are mean ± standard deviation over runs; the detailed tables add the median and its 95 % confidence interval.\n\n")
+	for _, img := range images {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(img, ".png"), img)
+	}
+	var bases []string
+	for _, g := range ds.groups {
+		if !slices.Contains(bases, g.base) {
+			bases = append(bases, g.base)
+		}
+	}
+	for _, base := range bases {
+		var gs []*group
+		for _, g := range ds.groups {
+			if g.base == base {
+				gs = append(gs, g)
+			}
+		}
+		writeBenchmark(&b, base, gs)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeBenchmark writes the summary table and the per-configuration tables of
+// one benchmark.
+func writeBenchmark(b *strings.Builder, base string, gs []*group) {
+	fmt.Fprintf(b, "## Benchmark%s\n\n", base)
+	varying, fixed := splitKeys(gs)
+	if len(fixed) > 0 {
+		parts := make([]string, len(fixed))
+		for i, p := range fixed {
+			parts[i] = "`" + keyString(p) + "`"
+		}
+		fmt.Fprintf(b, "Every row: %s.\n\n", strings.Join(parts, ", "))
+	}
+
+	// Summary: one row per configuration.
+	var units []string
+	for _, u := range summaryUnits {
+		if u == "req/s" && slices.Contains(units, "samples/s") || u == "sec/op" && len(units) > 0 {
+			continue
+		}
+		for _, g := range gs {
+			if _, ok := g.values[u]; ok {
+				units = append(units, u)
+				break
+			}
+		}
+	}
+	scales := make([]scale, len(units))
+	for i, u := range units {
+		// Scale the column for its typical (median) value.
+		var all []float64
+		for _, g := range gs {
+			all = append(all, g.values[u]...)
+		}
+		slices.Sort(all)
+		scales[i] = scaleFor(u, all[len(all)/2])
+	}
+	header := append(slices.Clone(varying), "runs")
+	for _, s := range scales {
+		header = append(header, s.label)
+	}
+	writeRow(b, header)
+	writeRow(b, slices.Repeat([]string{"---"}, len(header)))
+	for _, g := range gs {
+		row := make([]string, 0, len(header))
+		for _, k := range varying {
+			row = append(row, g.get(k))
+		}
+		row = append(row, fmt.Sprint(runs(g)))
+		for i, u := range units {
+			st, ok := g.stat(u)
+			if !ok {
+				row = append(row, "")
+				continue
+			}
+			row = append(row, scales[i].format(st.mean)+" ± "+scales[i].format(st.std))
+		}
+		writeRow(b, row)
+	}
+	b.WriteString("\n")
+
+	// Details: every unit of every configuration.
+	for _, g := range gs {
+		label := make([]string, 0, len(varying))
+		for _, k := range varying {
+			label = append(label, keyString(kv{k, g.get(k)}))
+		}
+		if len(label) == 0 {
+			label = append(label, g.name)
+		}
+		fmt.Fprintf(b, "<details><summary>%s (%d runs)</summary>\n\n", strings.Join(label, " "), runs(g))
+		writeRow(b, []string{"metric", "mean ± std", "median", "95 % CI of median", "runs"})
+		writeRow(b, slices.Repeat([]string{"---"}, 5))
+		for _, u := range g.units {
+			st, _ := g.stat(u)
+			s := scaleFor(u, st.mean, st.median)
+			ci := "n/a (needs 6 runs)"
+			if st.ciOK {
+				ci = fmt.Sprintf("[%s, %s]", s.format(st.lo), s.format(st.hi))
+			}
+			writeRow(b, []string{
+				s.label,
+				s.format(st.mean) + " ± " + s.format(st.std),
+				s.format(st.median),
+				ci,
+				fmt.Sprint(st.n),
+			})
+		}
+		b.WriteString("\n</details>\n\n")
+	}
+}
+
+// splitKeys returns the sub-benchmark keys whose values differ between
+// configurations (table columns) and those with one value for all (stated
+// once above the table).
+func splitKeys(gs []*group) (varying []string, fixed []kv) {
+	var order []string
+	for _, g := range gs {
+		for _, p := range g.keys {
+			if !slices.Contains(order, p.key) {
+				order = append(order, p.key)
+			}
+		}
+	}
+	for _, k := range order {
+		first, same := gs[0].get(k), true
+		for _, g := range gs[1:] {
+			if g.get(k) != first {
+				same = false
+				break
+			}
+		}
+		if same {
+			fixed = append(fixed, kv{k, first})
+		} else {
+			varying = append(varying, k)
+		}
+	}
+	return varying, fixed
+}
+
+// runs returns the number of runs of a configuration: the most values any
+// of its units has.
+func runs(g *group) int {
+	n := 0
+	for _, v := range g.values {
+		n = max(n, len(v))
+	}
+	return n
+}
+
+func keyString(p kv) string {
+	if p.key == "" {
+		return p.value
+	}
+	return p.key + "=" + p.value
+}
+
+// writeRow writes one markdown table row, escaping pipes in cells.
+func writeRow(b *strings.Builder, cells []string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		b.WriteString(" " + strings.ReplaceAll(c, "|", `\|`) + " |")
+	}
+	b.WriteString("\n")
+}
