@@ -30,10 +30,13 @@ type Generator struct {
 	offset float64   // Poisson: due time of the next send after t0, in ns
 	rng    *rand.Rand
 
-	wg       sync.WaitGroup
-	finished bool
+	// Owned by the goroutine that calls Next and Finish.
+	sent, late int
+	firstSend  time.Time
+	wg         sync.WaitGroup
+	finished   bool
 
-	mu  sync.Mutex // guards res once goroutines run
+	mu  sync.Mutex // guards res, which the waiting goroutines update
 	res Result
 }
 
@@ -160,15 +163,13 @@ func (g *Generator) due() time.Time {
 // send sends one counted request intended at at, and starts the goroutine
 // that waits for its response.
 func (g *Generator) send(at time.Time, late bool) {
-	g.mu.Lock()
-	if g.res.Sent == 0 {
-		g.res.FirstSend = at
+	if g.sent == 0 {
+		g.firstSend = at
 	}
-	g.res.Sent++
+	g.sent++
 	if late {
-		g.res.Late++
+		g.late++
 	}
-	g.mu.Unlock()
 
 	wait, err := g.t.Send(g.ctx, at)
 	if err != nil {
@@ -222,6 +223,7 @@ func (g *Generator) Finish() Result {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r := g.res
+	r.Sent, r.Late, r.FirstSend = g.sent, g.late, g.firstSend
 	r.Errs = slices.Clone(r.Errs)
 	return r
 }
