@@ -1,0 +1,36 @@
+// Command sweep runs a named benchmark matrix of the root package's
+// BenchmarkServer and records the results: the runner.sh of the seed.
+//
+// A sweep works in five steps:
+//
+//  1. Pick a matrix (-matrix seed, cpu-quick, gpu-full, loads) and override
+//     any of its dimensions with -backends, -batches, -workers, -pipelines,
+//     -precisions, -graphs, -devices and -loads.
+//  2. Build the root test binary once (go test -c, with -tags cuda when the
+//     matrix uses the cuda back-end), or take a prebuilt one with -bin: the
+//     GPU machine has no Go toolchain.
+//  3. Run the binary once with -test.bench '^BenchmarkServer$',
+//     -test.count N and the matrix as the suite's own list flags, so that the
+//     N rounds interleave all configurations.
+//  4. Show progress on stderr (k/N results, elapsed time, ETA) while the
+//     output streams into results/tmp/.
+//  5. Prepend config lines (matrix, commit, date) to the binary's own (goos,
+//     cpu, gpu, driver, Unit lines) and move the file to
+//     results/<gpu-or-cpu>/<name>.txt.
+//
+// Usage:
+//
+//	go run ./scripts/sweep -matrix seed -count 10 [-bin .gpu/root.test] [-- extra suite flags]
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

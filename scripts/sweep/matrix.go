@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// matrix is a set of benchmark configurations: the cross product of its
+// dimensions. Each dimension is passed to the suite as a comma-separated list
+// flag of the same name.
+type matrix struct {
+	backends, batches, workers, pipelines, precisions, graphs, devices, loads []string
+	benchtime                                                                 string // default -test.benchtime (requests per run), e.g. 100x
+	doc                                                                       string
+}
+
+// matrices are the named sweeps.
+var matrices = map[string]matrix{
+	"seed": {
+		doc:      "the seed's experiments on the GPU: batch x workers x pipeline, fp32, no graphs, burst of 100 requests",
+		backends: []string{"cuda"}, batches: []string{"1", "32", "64", "128", "256"},
+		workers: []string{"1", "2", "4"}, pipelines: []string{"serial", "overlap"},
+		precisions: []string{"fp32"}, graphs: []string{"off"}, devices: []string{"1"}, loads: []string{"burst"},
+		benchtime: "100x",
+	},
+	"cpu-quick": {
+		doc:      "a few minutes on a CPU-only machine",
+		backends: []string{"cpu"}, batches: []string{"1", "8"},
+		workers: []string{"1", "2"}, pipelines: []string{"serial"},
+		precisions: []string{"fp32"}, graphs: []string{"off"}, devices: []string{"1"}, loads: []string{"burst"},
+		benchtime: "20x",
+	},
+	"gpu-full": {
+		doc:      "the seed matrix x precision x CUDA graphs",
+		backends: []string{"cuda"}, batches: []string{"1", "32", "64", "128", "256"},
+		workers: []string{"1", "2", "4"}, pipelines: []string{"serial", "overlap"},
+		precisions: []string{"fp32", "tf32", "fp16"}, graphs: []string{"off", "on"}, devices: []string{"1"}, loads: []string{"burst"},
+		benchtime: "100x",
+	},
+	"loads": {
+		doc:      "one fast GPU setting under burst, closed-loop and open-loop load",
+		backends: []string{"cuda"}, batches: []string{"1", "32"},
+		workers: []string{"2"}, pipelines: []string{"overlap"},
+		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"burst", "closed", "open"},
+		benchtime: "200x",
+	},
+}
+
+// dims returns the matrix's dimensions with their flag names, in the order
+// the suite names its sub-benchmarks.
+func (m *matrix) dims() []struct {
+	name string
+	vals *[]string
+} {
+	return []struct {
+		name string
+		vals *[]string
+	}{
+		{"backends", &m.backends}, {"batches", &m.batches}, {"workers", &m.workers},
+		{"pipelines", &m.pipelines}, {"precisions", &m.precisions}, {"graphs", &m.graphs},
+		{"devices", &m.devices}, {"loads", &m.loads},
+	}
+}
+
+// size returns the number of configurations.
+func (m *matrix) size() int {
+	n := 1
+	for _, d := range m.dims() {
+		n *= len(*d.vals)
+	}
+	return n
+}
+
+// suiteArgs returns the suite flags that select the matrix.
+func (m *matrix) suiteArgs() []string {
+	var args []string
+	for _, d := range m.dims() {
+		args = append(args, "-"+d.name+"="+strings.Join(*d.vals, ","))
+	}
+	return args
+}
+
+// usesCUDA reports whether any configuration runs on the cuda back-end.
+func (m *matrix) usesCUDA() bool {
+	return slices.Contains(m.backends, "cuda")
+}
+
+// matrixHelp lists the named matrices for -help.
+func matrixHelp() string {
+	names := make([]string, 0, len(matrices))
+	for n := range matrices {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		m := matrices[n]
+		fmt.Fprintf(&b, "  %-10s %d configurations: %s\n", n, m.size(), m.doc)
+	}
+	return b.String()
+}

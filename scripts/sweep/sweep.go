@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// options holds the parsed command line.
+type options struct {
+	matrixName string
+	m          matrix
+	name       string // output file name without .txt
+	count      int
+	bin        string // prebuilt test binary; empty means build one
+	tags       string // build tags when building
+	benchtime  string
+	bench      string // -test.bench pattern
+	out        string // results directory
+	machine    string // results subdirectory; empty means from the gpu: or cpu: line
+	commit     string
+	dryRun     bool
+	extra      []string // flags after --, passed to the binary as they are
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	opts := &options{}
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: sweep -matrix NAME [flags] [-- suite flags]\n\nMatrices:\n%s\nFlags:\n", matrixHelp())
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&opts.matrixName, "matrix", "cpu-quick", "named `matrix` to run")
+	fs.StringVar(&opts.name, "name", "", "results file `name` without .txt (default the matrix name)")
+	fs.IntVar(&opts.count, "count", 10, "run every configuration `n` times (benchmark -count)")
+	fs.StringVar(&opts.bin, "bin", "", "prebuilt root test `binary` (go test -c [-tags cuda] -o .gpu/root.test .); default: build one")
+	fs.StringVar(&opts.tags, "tags", "", "build `tags` (default cuda when the matrix uses the cuda back-end)")
+	fs.StringVar(&opts.benchtime, "benchtime", "", "requests per run, as -test.benchtime (default the matrix's, e.g. 100x)")
+	fs.StringVar(&opts.bench, "bench", "^BenchmarkServer$", "benchmark `regexp` (-test.bench)")
+	fs.StringVar(&opts.out, "out", "results", "results `dir`")
+	fs.StringVar(&opts.machine, "machine", "", "results subdirectory (default: the GPU name, else the CPU name)")
+	fs.StringVar(&opts.commit, "commit", "", "commit to record (default: git rev-parse HEAD)")
+	fs.BoolVar(&opts.dryRun, "n", false, "print the command and the number of configurations, run nothing")
+	over := map[string]*string{}
+	for _, d := range (&matrix{}).dims() {
+		over[d.name] = fs.String(d.name, "", "override the matrix's `list` of "+d.name+" (comma-separated)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	m, ok := matrices[opts.matrixName]
+	if !ok {
+		return nil, fmt.Errorf("sweep: unknown matrix %q; known:\n%s", opts.matrixName, matrixHelp())
+	}
+	for _, d := range m.dims() {
+		if v := *over[d.name]; v != "" {
+			*d.vals = strings.Split(v, ",")
+		}
+	}
+	opts.m = m
+	if opts.name == "" {
+		opts.name = opts.matrixName
+	}
+	if opts.benchtime == "" {
+		opts.benchtime = m.benchtime
+	}
+	if opts.tags == "" && m.usesCUDA() {
+		opts.tags = "cuda"
+	}
+	if opts.count < 1 {
+		return nil, fmt.Errorf("sweep: -count %d: need at least 1", opts.count)
+	}
+	opts.extra = fs.Args()
+	return opts, nil
+}
+
+// run builds (or takes) the test binary, runs the matrix and writes the
+// results file; it prints the file's path to stdout and progress to stderr.
+func run(args []string, stdout, stderr io.Writer) error {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	// The binary's stderr is copied by an os/exec goroutine while we print
+	// progress: share one locked writer.
+	stderr = &lockedWriter{w: stderr}
+	root, err := moduleRoot()
+	if err != nil && opts.bin == "" {
+		return err
+	}
+	if root == "" {
+		root = "."
+	}
+	binArgs := append([]string{
+		"-test.run=^$", "-test.bench=" + opts.bench, "-test.count=" + fmt.Sprint(opts.count),
+		"-test.benchtime=" + opts.benchtime,
+	}, opts.m.suiteArgs()...)
+	binArgs = append(binArgs, opts.extra...)
+	total := opts.m.size() * opts.count
+	if opts.dryRun {
+		bin := opts.bin
+		if bin == "" {
+			bin = "<go test -c -tags '" + opts.tags + "'>"
+		}
+		fmt.Fprintf(stdout, "%d configurations x %d runs = %d results\n%s %s\n", opts.m.size(), opts.count, total, bin, strings.Join(binArgs, " "))
+		return nil
+	}
+	bin := opts.bin
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "sweep")
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "root.test")
+		build := exec.Command("go", "test", "-c", "-tags="+opts.tags, "-o", bin, ".")
+		build.Dir, build.Stdout, build.Stderr = root, stderr, stderr
+		fmt.Fprintf(stderr, "sweep: building %s\n", strings.Join(build.Args, " "))
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("sweep: building the test binary: %w", err)
+		}
+	} else if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+
+	tmpDir := filepath.Join(opts.out, "tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	tmp, err := os.CreateTemp(tmpDir, opts.name+"-*.txt")
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	defer tmp.Close()
+
+	cmd := exec.Command(bin, binArgs...)
+	cmd.Dir, cmd.Stderr = root, stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	fmt.Fprintf(stderr, "sweep: %s: %d configurations x %d runs; %s %s\n", opts.matrixName, opts.m.size(), opts.count, bin, strings.Join(binArgs, " "))
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	rec := &recorder{w: tmp, total: total, start: start, now: time.Now, progress: stderr, config: map[string]string{}}
+	scanErr := rec.consume(pipe)
+	waitErr := cmd.Wait()
+	if err := errors.Join(scanErr, waitErr); err != nil {
+		return fmt.Errorf("sweep: benchmark binary failed after %d results (partial output in %s): %w", rec.done, tmp.Name(), err)
+	}
+	if rec.done == 0 {
+		return fmt.Errorf("sweep: no benchmark results (does the binary have %s?); output in %s", opts.bench, tmp.Name())
+	}
+	return finish(opts, rec, tmp, stdout, stderr)
+}
+
+// finish writes the results file: our config lines (for keys the binary did
+// not print itself), then the binary's output.
+func finish(opts *options, rec *recorder, tmp *os.File, stdout, stderr io.Writer) error {
+	machine := opts.machine
+	if machine == "" {
+		machine = slug(rec.config["gpu"])
+	}
+	if machine == "" {
+		machine = slug(rec.config["cpu"])
+	}
+	if machine == "" {
+		machine = "unknown"
+	}
+	dir := filepath.Join(opts.out, machine)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	path := filepath.Join(dir, opts.name+".txt")
+	if _, err := os.Stat(path); err == nil {
+		path = filepath.Join(dir, opts.name+"-"+time.Now().UTC().Format("20060102T150405")+".txt")
+		fmt.Fprintf(stderr, "sweep: %s exists; writing %s\n", filepath.Join(dir, opts.name+".txt"), path)
+	}
+	commit := opts.commit
+	if commit == "" {
+		commit = gitCommit()
+	}
+	var head strings.Builder
+	fmt.Fprintf(&head, "# sweep -matrix %s -count %d -benchtime %s %s\n", opts.matrixName, opts.count, opts.benchtime, strings.Join(opts.m.suiteArgs(), " "))
+	for _, kv := range [][2]string{
+		{"matrix", opts.matrixName},
+		{"commit", commit},
+		{"date", time.Now().UTC().Format(time.RFC3339)},
+	} {
+		if _, printed := rec.config[kv[0]]; !printed && kv[1] != "" {
+			fmt.Fprintf(&head, "%s: %s\n", kv[0], kv[1])
+		}
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if _, err := io.WriteString(out, head.String()); err != nil {
+		out.Close()
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		out.Close()
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if _, err := io.Copy(out, tmp); err != nil {
+		out.Close()
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	fmt.Fprintln(stdout, path)
+	return nil
+}
+
+// recorder copies the binary's output to w, notes its config lines and
+// reports progress after each result line.
+type recorder struct {
+	w        io.Writer
+	total    int
+	done     int
+	start    time.Time
+	now      func() time.Time
+	progress io.Writer
+	config   map[string]string // config lines seen: gpu, cpu, commit...
+}
+
+// configLine matches a benchmark-format configuration line.
+var configLine = regexp.MustCompile(`^([a-z][^\s:]*):\s*(.*)$`)
+
+func (r *recorder) consume(in io.Reader) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if _, err := fmt.Fprintln(r.w, line); err != nil {
+			return err
+		}
+		switch {
+		case strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t"):
+			r.done++
+			name, _, _ := strings.Cut(line, "\t")
+			fmt.Fprintf(r.progress, "sweep: %s %s\n", progressLine(r.done, r.total, r.now().Sub(r.start)), strings.TrimSpace(name))
+		case configLine.MatchString(line):
+			m := configLine.FindStringSubmatch(line)
+			r.config[m[1]] = m[2]
+		case line == "" || line == "PASS" || strings.HasPrefix(line, "Unit ") || strings.HasPrefix(line, "Benchmark"):
+		default:
+			// Test output such as skips and failures: show it.
+			fmt.Fprintf(r.progress, "  %s\n", line)
+		}
+	}
+	return sc.Err()
+}
+
+// progressLine formats "[k/n] p% elapsed E eta T".
+func progressLine(done, total int, elapsed time.Duration) string {
+	s := fmt.Sprintf("[%d/%d] %3.0f%% elapsed %s", done, total, 100*float64(done)/float64(max(total, 1)), elapsed.Round(time.Second))
+	if done > 0 && done < total {
+		eta := time.Duration(float64(elapsed) / float64(done) * float64(total-done))
+		s += " eta " + eta.Round(time.Second).String()
+	}
+	return s
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// slug turns "NVIDIA H200" into "nvidia-h200".
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	out := strings.TrimSuffix(b.String(), "-")
+	if len(out) > 48 {
+		out = strings.TrimSuffix(out[:48], "-")
+	}
+	return out
+}
+
+// moduleRoot returns the directory of the enclosing go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("sweep: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("sweep: no go.mod above the current directory; run from the repository or pass -bin")
+		}
+		dir = parent
+	}
+}
+
+// gitCommit returns HEAD's hash with "-dirty" if the tree has changes, or ""
+// without git.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		commit += "-dirty"
+	}
+	return commit
+}

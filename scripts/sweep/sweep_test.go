@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSweepWithFakeBinary(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"-matrix", "seed", "-batches", "1,32", "-workers", "1", "-pipelines", "serial",
+		"-count", "3", "-bin", "testdata/fakebench.sh", "-out", out, "-commit", "abc123", "--", "-size=224x224"}, &stdout, &stderr)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+
+	path := filepath.Join(out, "nvidia-h200", "seed.txt")
+	assert.Equal(t, path+"\n", stdout.String())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(data)
+	assert.True(t, strings.HasPrefix(text, "# sweep -matrix seed -count 3 -benchtime 100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial"), "header: %q", text[:min(len(text), 200)])
+	assert.Contains(t, text, "\nmatrix: seed\ncommit: abc123\ndate: ")
+	assert.Contains(t, text, "\ngpu: NVIDIA H200\n")
+	assert.Contains(t, text, "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=3 -test.benchtime=100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -size=224x224\n")
+	assert.Equal(t, 6, strings.Count(text, "\nBenchmarkServer/"), "results in file")
+
+	progress := stderr.String()
+	for _, want := range []string{"[1/6]", "[6/6] 100%", "eta", "a test log line", "2 configurations x 3 runs"} {
+		assert.Contains(t, progress, want)
+	}
+	assert.NotContains(t, progress, "\n  PASS")
+
+	// A second sweep of the same name must not overwrite the first.
+	stdout.Reset()
+	require.NoError(t, run([]string{"-matrix", "seed", "-batches", "1", "-count", "1", "-bin", "testdata/fakebench.sh", "-out", out}, &stdout, &stderr))
+	assert.NotEqual(t, path+"\n", stdout.String())
+	assert.Contains(t, stdout.String(), filepath.Join(out, "nvidia-h200", "seed-"))
+	tmps, err := os.ReadDir(filepath.Join(out, "tmp"))
+	require.NoError(t, err)
+	assert.Empty(t, tmps, "temporary files left behind")
+}
+
+func TestSweepFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"binary fails", []string{"-bin", "testdata/fakebench.sh", "--", "-fail"}, "benchmark binary failed after 0 results"},
+		{"unknown matrix", []string{"-matrix", "nope"}, `unknown matrix "nope"`},
+		{"bad count", []string{"-count", "0"}, "-count 0"},
+		{"missing binary", []string{"-bin", "testdata/nonexistent"}, "sweep: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(append(tt.args, "-out", t.TempDir()), &stdout, &stderr)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"seed", []string{"-matrix", "seed", "-count", "10"},
+			"30 configurations x 10 runs = 300 results\n<go test -c -tags 'cuda'> -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=10 -test.benchtime=100x -backends=cuda -batches=1,32,64,128,256 -workers=1,2,4 -pipelines=serial,overlap -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
+		{"cpu-quick with overrides", []string{"-matrix", "cpu-quick", "-count", "6", "-workers", "1", "-benchtime", "5x", "-bin", "b.test"},
+			"2 configurations x 6 runs = 12 results\nb.test -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=6 -test.benchtime=5x -backends=cpu -batches=1,8 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
+		{"gpu-full", []string{"-matrix", "gpu-full", "-count", "1", "-bin", "b"}, "180 configurations x 1 runs = 180 results\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(append(tt.args, "-n"), &stdout, &stderr))
+			assert.True(t, strings.HasPrefix(stdout.String(), tt.want), "got %q, want prefix %q", stdout.String(), tt.want)
+		})
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	tests := []struct {
+		done, total int
+		elapsed     time.Duration
+		want        string
+	}{
+		{1, 4, 10 * time.Second, "[1/4]  25% elapsed 10s eta 30s"},
+		{3, 300, 90 * time.Second, "[3/300]   1% elapsed 1m30s eta 2h28m30s"},
+		{4, 4, 42 * time.Second, "[4/4] 100% elapsed 42s"},
+		{5, 4, time.Second, "[5/4] 125% elapsed 1s"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, progressLine(tt.done, tt.total, tt.elapsed), "progressLine(%d, %d, %v)", tt.done, tt.total, tt.elapsed)
+	}
+}
+
+func TestSlug(t *testing.T) {
+	tests := map[string]string{
+		"NVIDIA H200":                          "nvidia-h200",
+		"NVIDIA H100 80GB HBM3":                "nvidia-h100-80gb-hbm3",
+		"Intel(R) Xeon(R) Processor @ 2.10GHz": "intel-r-xeon-r-processor-2-10ghz",
+		"":                                     "",
+		"  --weird__ ":                         "weird",
+	}
+	for in, want := range tests {
+		assert.Equal(t, want, slug(in), "slug(%q)", in)
+	}
+}
