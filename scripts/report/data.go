@@ -83,7 +83,7 @@ func read(paths []string, filter *benchproc.Filter) (*dataset, error) {
 			name := string(rec.Name.Full())
 			g := byName[name]
 			if g == nil {
-				g = &group{name: name, base: string(rec.Name.Base()), keys: parseKeys(name), values: map[string][]float64{}}
+				g = &group{name: name, base: string(rec.Name.Base()), keys: parseKeys(rec.Name), values: map[string][]float64{}}
 				g.series = seriesBy.Project(rec)
 				g.batch, _ = strconv.Atoi(batchBy.Project(rec).Get(batchField))
 				byName[name] = g
@@ -100,6 +100,9 @@ func read(paths []string, filter *benchproc.Filter) (*dataset, error) {
 	if err := files.Err(); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
+	for _, g := range ds.groups {
+		sortUnits(g.units)
+	}
 	ds.units = files.Units()
 	for _, k := range configOrder {
 		ds.config = append(ds.config, kv{k, strings.Join(configSeen[k], ", ")})
@@ -107,15 +110,21 @@ func read(paths []string, filter *benchproc.Filter) (*dataset, error) {
 	return ds, nil
 }
 
-// parseKeys splits "Server/backend=cpu/batch=8" into its key=value parts;
-// a part without "=" gets an empty key.
-func parseKeys(name string) []kv {
-	parts := strings.Split(name, "/")
+// parseKeys returns the key=value parts of a benchmark name (benchfmt's
+// Name.Parts: "/backend=cpu", a positional "/x", a "-8" GOMAXPROCS suffix).
+// A positional part gets an empty key and the suffix the key "gomaxprocs".
+func parseKeys(name benchfmt.Name) []kv {
+	_, parts := name.Parts()
 	var out []kv
-	for _, p := range parts[1:] {
-		k, v, ok := strings.Cut(p, "=")
+	for _, p := range parts {
+		s := string(p)
+		if rest, ok := strings.CutPrefix(s, "-"); ok {
+			out = append(out, kv{"gomaxprocs", rest})
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(s, "/"), "=")
 		if !ok {
-			k, v = "", p
+			k, v = "", k
 		}
 		out = append(out, kv{k, v})
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -39,6 +40,28 @@ var titles = map[string]string{
 	"gpu-busy-pct":     "GPU busy %",
 	"cpu-util-pct":     "CPU util %",
 	"late-pct":         "late %",
+}
+
+// unitOrder is the order of units in the per-configuration tables; units
+// not listed follow in the order the files give them.
+var unitOrder = []string{
+	"samples/s", "req/s", "sec/op",
+	"mean-latency-sec", "std-latency-sec", "min-latency-sec", "p50-latency-sec", "p90-latency-sec",
+	"p99-latency-sec", "p999-latency-sec", "max-latency-sec",
+	"queue-sec", "h2d-sec", "compute-sec", "d2h-sec",
+	"warmup-sec", "load-sec", "setup-sec", "first-sec",
+	"gpu-util-pct", "gpu-busy-pct", "cpu-util-pct", "late-pct",
+}
+
+// sortUnits orders units by unitOrder, keeping the others' order.
+func sortUnits(units []string) {
+	rank := func(u string) int {
+		if i := slices.Index(unitOrder, u); i >= 0 {
+			return i
+		}
+		return len(unitOrder)
+	}
+	slices.SortStableFunc(units, func(a, b string) int { return rank(a) - rank(b) })
 }
 
 // isTime reports whether a tidied unit measures seconds.
