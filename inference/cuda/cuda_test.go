@@ -1,0 +1,233 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/cu"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/resnet/testref"
+)
+
+func requireGPU(t testing.TB) {
+	t.Helper()
+	if n, err := cu.NumDevices(); err != nil || n == 0 {
+		t.Skipf("no CUDA device: %v", err)
+	}
+}
+
+func randomInput(n, h, w int, seed uint64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	x := make([]float32, n*3*h*w)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// run pushes x (n images) through worker 0 of e in the given parts and returns
+// the logits.
+func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
+	t.Helper()
+	w := e.Workers()[0]
+	release := w.Bind()
+	defer release()
+	require.NoError(t, w.CopyIn(0, parts))
+	require.NoError(t, w.Compute(0, n))
+	require.NoError(t, w.CopyOut(0, n))
+	times, err := w.Wait(0)
+	require.NoError(t, err)
+	assert.True(t, times.Valid)
+	assert.Positive(t, times.Compute)
+	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*Engine).opts.MaxBatch]...)
+}
+
+// relErr is max|got-want| / max|want|.
+func relErr(got []float32, want []float64) (rel, scale float64) {
+	var diff float64
+	for i := range want {
+		diff = max(diff, math.Abs(float64(got[i])-want[i]))
+		scale = max(scale, math.Abs(want[i]))
+	}
+	return diff / scale, scale
+}
+
+func tolerance(p backend.Precision) float64 {
+	if p == backend.TF32 {
+		return 1e-2
+	}
+	return 1e-4
+}
+
+func TestDescribe(t *testing.T) {
+	requireGPU(t)
+	kv, err := Describe()
+	require.NoError(t, err)
+	keys := map[string]string{}
+	for _, l := range kv {
+		keys[l.Key] = l.Value
+		t.Logf("%s: %s", l.Key, l.Value)
+	}
+	for _, k := range []string{"gpu", "driver", "cuda", "cudnn", "cublas"} {
+		assert.NotEmpty(t, keys[k], "config line %q", k)
+	}
+}
+
+func TestLogitsMatchReference(t *testing.T) {
+	requireGPU(t)
+	small := resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16, 16, 32}, Blocks: []int{1, 2, 1, 1}, Classes: 10}
+	tests := []struct {
+		name       string
+		arch       resnet.Arch
+		n, h, w    int
+		maxBatch   int
+		batches    []int
+		pipeline   backend.Pipeline
+		pinned     bool
+		splitParts bool
+	}{
+		{name: "small", arch: small, n: 3, h: 64, w: 48, maxBatch: 3},
+		{name: "small/heuristic-plan/overlap/parts", arch: small, n: 3, h: 64, w: 48, maxBatch: 5, batches: []int{1},
+			pipeline: backend.Overlap, splitParts: true},
+		{name: "small/pinned", arch: small, n: 3, h: 64, w: 48, maxBatch: 4, pinned: true, splitParts: true},
+		{name: "resnet18", arch: resnet.ResNet18(), n: 2, h: 250, w: 250, maxBatch: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.arch.Stem == 64 && testing.Short() {
+				t.Skip("full ResNet-18 reference is slow; skipped in -short")
+			}
+			m, err := resnet.New(tt.arch, 1)
+			require.NoError(t, err)
+			x := randomInput(tt.n, tt.h, tt.w, 2)
+			t0 := time.Now()
+			want, err := m.Reference(x, tt.n, tt.h, tt.w)
+			require.NoError(t, err)
+			t.Logf("CPU float64 reference: %v", time.Since(t0).Round(time.Millisecond))
+			for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+				opts := backend.Options{Workers: 1, Slots: 1, MaxBatch: tt.maxBatch, Height: tt.h, Width: tt.w,
+					Pipeline: tt.pipeline, Precision: prec, Batches: tt.batches}
+				e, err := New().Open(m, opts)
+				require.NoError(t, err)
+				input := x
+				if tt.pinned {
+					p, err := e.(backend.Allocator).AllocHost(len(x))
+					require.NoError(t, err)
+					copy(p, x)
+					input = p
+				}
+				parts := [][]float32{input}
+				if tt.splitParts {
+					per := 3 * tt.h * tt.w
+					parts = [][]float32{input[:per], input[per:]}
+					if tt.pinned {
+						parts = [][]float32{input[:per], x[per : 2*per], input[2*per:]} // pinned, pageable, pinned
+					}
+				}
+				got := run(t, e, parts, tt.n)
+				rel, scale := relErr(got, want)
+				t.Logf("%s %s: max abs error %.3g = %.3g x max|logit| (%.3g)", tt.name, prec, rel*scale, rel, scale)
+				assert.LessOrEqual(t, rel, tolerance(prec), "%s: relative error", prec)
+				if tt.pinned {
+					require.NoError(t, e.(backend.Allocator).FreeHost(input))
+				}
+				require.NoError(t, e.Close())
+				require.NoError(t, e.Close(), "second Close")
+			}
+		})
+	}
+}
+
+func TestPyTorchReference(t *testing.T) {
+	requireGPU(t)
+	dir := "../../testdata/reference"
+	if _, err := os.Stat(dir + "/manifest.json"); err != nil {
+		t.Skipf("no PyTorch reference cases: %v", err)
+	}
+	cases, err := testref.Load(dir)
+	require.NoError(t, err)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+				e, err := New().Open(c.Model, backend.Options{Workers: 1, Slots: 1, MaxBatch: c.N, Height: c.H, Width: c.W, Precision: prec})
+				require.NoError(t, err)
+				got := run(t, e, [][]float32{c.Input}, c.N)
+				rel, scale := relErr(got, c.Logits)
+				t.Logf("%s %s: max abs error %.3g = %.3g x max|logit| (%.3g)", c.Name, prec, rel*scale, rel, scale)
+				assert.LessOrEqual(t, rel, tolerance(prec), "%s: relative error", prec)
+				require.NoError(t, e.Close())
+			}
+		})
+	}
+}
+
+func TestWarmup(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.ResNet18(), 1)
+	require.NoError(t, err)
+	for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+		t0 := time.Now()
+		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 2, MaxBatch: 256, Height: 250, Width: 250,
+			Precision: prec, Batches: []int{1, 32, 256}})
+		require.NoError(t, err)
+		open := time.Since(t0)
+		t.Logf("%s: Open %v, parts %v", prec, open.Round(time.Millisecond), e.Info().Setup)
+		for _, kv := range e.Info().Config {
+			t.Logf("  %s: %s", kv.Key, kv.Value)
+		}
+		require.NoError(t, e.Close())
+	}
+}
+
+func TestSampler(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.ResNet18(), 1)
+	require.NoError(t, err)
+	e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 64, Height: 250, Width: 250})
+	require.NoError(t, err)
+	defer e.Close()
+	x := randomInput(64, 250, 250, 3)
+	s := e.Sampler()
+	require.NotNil(t, s)
+	require.NoError(t, s.Start())
+	t0 := time.Now()
+	for time.Since(t0) < 500*time.Millisecond {
+		run(t, e, [][]float32{x}, 64)
+	}
+	u, err := s.Stop()
+	require.NoError(t, err)
+	t.Logf("utilisation: %+v", u)
+	assert.Equal(t, "gpu-util-pct", u.Name)
+	assert.True(t, u.HasBusy)
+	assert.Greater(t, u.Busy, 1.0)
+	assert.LessOrEqual(t, u.Busy, 100.0)
+}
+
+func TestOpenErrors(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.Arch{InChannels: 3, Stem: 4, Widths: []int{4}, Blocks: []int{1}, Classes: 2}, 1)
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		opts backend.Options
+	}{
+		{"no workers", backend.Options{Slots: 1, MaxBatch: 1, Height: 32, Width: 32}},
+		{"too small", backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 16, Width: 32}},
+		{"missing device", backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 32, Width: 32, Devices: []int{99}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New().Open(m, tt.opts)
+			assert.Error(t, err)
+		})
+	}
+}

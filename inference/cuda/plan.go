@@ -1,0 +1,223 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/inferbench/inferbench/inference/internal/cudnn"
+)
+
+// plan is everything a forward pass of n images needs besides buffers: tensor
+// descriptors and the chosen algorithm of every convolution.
+type plan struct {
+	n                              int
+	convs                          []convPlan // as network.convs
+	stemOut, poolOut, last, gapOut cudnn.TensorDesc
+	logits                         cudnn.TensorDesc
+	ws                             uintptr // the most workspace any convolution needs
+}
+
+// convPlan is one convolution of a plan.
+type convPlan struct {
+	x, y  cudnn.TensorDesc
+	conv  cudnn.ConvDesc
+	algo  cudnn.ConvFwdAlgo
+	ws    uintptr
+	fused bool // one cudnnConvolutionBiasActivationForward; else convolution then bias
+}
+
+// shapeKey identifies a convolution problem for the algorithm cache.
+type shapeKey struct{ in, inH, inW, out, k, stride, pad, n int }
+
+// choice is a chosen algorithm.
+type choice struct {
+	algo  cudnn.ConvFwdAlgo
+	math  cudnn.MathType
+	ws    uintptr
+	fused bool
+}
+
+func (p *plan) destroy() {
+	for _, c := range p.convs {
+		c.x.Destroy()
+		c.y.Destroy()
+		c.conv.Destroy()
+	}
+	p.convs = nil
+	for _, d := range []cudnn.TensorDesc{p.stemOut, p.poolOut, p.last, p.gapOut, p.logits} {
+		d.Destroy()
+	}
+}
+
+// chooser picks an algorithm for one convolution of a plan being made.
+type chooser func(l *convLayer, c *convPlan) (choice, error)
+
+// newPlan makes the descriptors for n images and asks choose for every
+// convolution's algorithm.
+func (e *Engine) newPlan(n int, choose chooser) (*plan, error) {
+	dnn, net := e.dnn, e.net
+	dt := net.dataType
+	p := &plan{n: n, convs: make([]convPlan, len(net.convs))}
+	ok := false
+	defer func() {
+		if !ok {
+			p.destroy()
+		}
+	}()
+	t4 := func(c, h, w int) (cudnn.TensorDesc, error) { return dnn.NewTensor4d(cudnn.NCHW, dt, n, c, h, w) }
+	var err error
+	for i, l := range net.convs {
+		c := &p.convs[i]
+		if c.x, err = t4(l.in, l.inH, l.inW); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		if c.y, err = t4(l.out, l.outH, l.outW); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		if c.conv, err = dnn.NewConv2d(l.pad, l.stride, cudnn.CrossCorrelation, dt, net.math); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		ch, err := choose(l, c)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: convolution %d (%dx%dx%d -> %d, %dx%d/%d) batch %d: %w",
+				i, l.in, l.inH, l.inW, l.out, l.k, l.k, l.stride, n, err)
+		}
+		if err := c.conv.SetMathType(ch.math); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		c.algo, c.ws, c.fused = ch.algo, ch.ws, ch.fused
+		p.ws = max(p.ws, ch.ws)
+	}
+	stem := net.convs[0]
+	if p.stemOut, err = t4(stem.out, stem.outH, stem.outW); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if p.poolOut, err = t4(stem.out, net.poolH, net.poolW); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if p.last, err = t4(net.feat, net.lastH, net.lastW); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if p.gapOut, err = t4(net.feat, 1, 1); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if p.logits, err = t4(net.classes, 1, 1); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	ok = true
+	return p, nil
+}
+
+// pick chooses from results (fastest first) the first that succeeded within
+// limit bytes of workspace. A convolution without ReLU can be fused only with
+// the implicit precomputed GEMM algorithm; that one is taken when it is within
+// 10 % of the fastest.
+func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (choice, error) {
+	var best *cudnn.AlgoPerf
+	for i := range results {
+		r := &results[i]
+		if r.Err == nil && r.Memory <= limit {
+			best = r
+			break
+		}
+	}
+	if best == nil {
+		return choice{}, errors.New("no algorithm fits the workspace")
+	}
+	if relu {
+		return choice{algo: best.Algo, math: best.MathType, ws: best.Memory, fused: true}, nil
+	}
+	if best.Algo != cudnn.AlgoImplicitPrecompGEMM {
+		for i := range results {
+			r := &results[i]
+			if r.Algo == cudnn.AlgoImplicitPrecompGEMM && r.Err == nil && r.Memory <= limit &&
+				(!measured || r.Time <= 1.1*best.Time) {
+				best = r
+				break
+			}
+		}
+	}
+	return choice{algo: best.Algo, math: best.MathType, ws: best.Memory, fused: best.Algo == cudnn.AlgoImplicitPrecompGEMM}, nil
+}
+
+// prepare plans every batch size of Options.Batches, measuring algorithms on
+// worker 0, and returns the workspace the plans need.
+func (e *Engine) prepare() (uintptr, error) {
+	w := e.workers[0]
+	var ws uintptr
+	err := withContext(w.dev, func() error {
+		find, err := allocDevice(findWorkspace)
+		if err != nil {
+			return fmt.Errorf("cuda: search workspace: %w", err)
+		}
+		defer freeDevice(find)
+		cache := map[shapeKey]choice{}
+		for _, n := range e.opts.Batches {
+			choose := func(l *convLayer, c *convPlan) (choice, error) {
+				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
+				if ch, ok := cache[key]; ok {
+					return ch, nil
+				}
+				x, y := w.act[0], w.act[1]
+				if l.index == 0 {
+					x, y = w.slots[0].in, w.stem
+				}
+				res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, find, findWorkspace)
+				if err != nil {
+					return choice{}, err
+				}
+				ch, err := pick(res, l.relu, findWorkspace, true)
+				if err != nil {
+					return choice{}, err
+				}
+				cache[key] = ch
+				return ch, nil
+			}
+			p, err := e.newPlan(n, choose)
+			if err != nil {
+				return err
+			}
+			e.plans[n] = p
+			ws = max(ws, p.ws)
+		}
+		return nil
+	})
+	return ws, err
+}
+
+// planFor returns the plan for n images, making it with cuDNN's heuristics on
+// w's handle when n was not prepared. The caller has bound w.
+func (e *Engine) planFor(n int, w *worker) (*plan, error) {
+	e.planMu.Lock()
+	defer e.planMu.Unlock()
+	if p := e.plans[n]; p != nil {
+		return p, nil
+	}
+	choose := func(l *convLayer, c *convPlan) (choice, error) {
+		res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
+		if err != nil {
+			return choice{}, err
+		}
+		for i := range res {
+			if res[i].Err != nil {
+				continue
+			}
+			// Heuristics may under-report; ask for the exact size.
+			if err := c.conv.SetMathType(res[i].MathType); err != nil {
+				return choice{}, err
+			}
+			if res[i].Memory, err = w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, res[i].Algo); err != nil {
+				res[i].Err = err
+			}
+		}
+		return pick(res, l.relu, w.wsSize, false)
+	}
+	p, err := e.newPlan(n, choose)
+	if err != nil {
+		return nil, err
+	}
+	e.plans[n] = p
+	return p, nil
+}

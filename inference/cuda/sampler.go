@@ -1,0 +1,175 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"slices"
+	"sync"
+
+	"gorgonia.org/cu"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/nvml"
+)
+
+// sampler measures utilisation two ways: NVML's utilisation.gpu sampled every
+// 100 ms, and the busy fraction, the union of the compute intervals of the
+// batches waited for, measured with events against a reference event recorded
+// on each device at Start.
+type sampler struct {
+	e    *Engine
+	nvml *nvml.Sampler // nil when NVML is not available
+
+	mu     sync.Mutex
+	active bool
+	refs   []refEvents    // per engine device
+	spans  [][][2]float64 // per device: compute intervals in ms after the reference
+}
+
+type refEvents struct{ start, end cu.Event }
+
+func newSampler(e *Engine) *sampler {
+	s := &sampler{e: e, refs: make([]refEvents, len(e.devices)), spans: make([][][2]float64, len(e.devices))}
+	if n, err := nvml.Open(e.opts.Devices, 0); err == nil {
+		s.nvml = n
+	}
+	for i := range s.spans {
+		s.spans[i] = make([][2]float64, 0, 1<<14)
+	}
+	return s
+}
+
+func (s *sampler) deviceIndex(d *device) int { return slices.Index(s.e.devices, d) }
+
+// Start begins an interval.
+func (s *sampler) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active {
+		return errors.New("cuda: sampler started twice")
+	}
+	for i, d := range s.e.devices {
+		err := withContext(d, func() error {
+			r := &s.refs[i]
+			if r.start == (cu.Event{}) {
+				var err error
+				if r.start, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+					return err
+				}
+				if r.end, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+					return err
+				}
+			}
+			if err := r.start.Record(d.ref); err != nil {
+				return err
+			}
+			return r.start.Synchronize()
+		})
+		if err != nil {
+			return err
+		}
+		s.spans[i] = s.spans[i][:0]
+	}
+	if s.nvml != nil {
+		if err := s.nvml.Start(); err != nil {
+			return err
+		}
+	}
+	s.active = true
+	return nil
+}
+
+// record adds the compute interval of a finished batch of w.
+func (s *sampler) record(w *worker, sl *slot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.active {
+		return
+	}
+	i := s.deviceIndex(w.dev)
+	r := s.refs[i]
+	a, err1 := r.start.Elapsed(sl.evComp0)
+	b, err2 := r.start.Elapsed(sl.evComp1)
+	if err1 == nil && err2 == nil {
+		s.spans[i] = append(s.spans[i], [2]float64{a, b})
+	}
+}
+
+// Stop ends the interval.
+func (s *sampler) Stop() (backend.Utilization, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.active {
+		return backend.Utilization{}, errors.New("cuda: sampler stopped without Start")
+	}
+	s.active = false
+	u := backend.Utilization{Name: "gpu-util-pct", HasBusy: true}
+	var errs []error
+	var busy float64
+	for i, d := range s.e.devices {
+		var total float64
+		errs = append(errs, withContext(d, func() error {
+			r := &s.refs[i]
+			if err := r.end.Record(d.ref); err != nil {
+				return err
+			}
+			if err := r.end.Synchronize(); err != nil {
+				return err
+			}
+			var err error
+			total, err = r.start.Elapsed(r.end)
+			return err
+		}))
+		if total > 0 {
+			busy += union(s.spans[i], total) / total
+		}
+	}
+	u.Busy = 100 * busy / float64(len(s.e.devices))
+	if s.nvml != nil {
+		mean, n, err := s.nvml.Stop()
+		u.Percent, u.Samples = mean, n
+		errs = append(errs, err)
+	}
+	return u, errors.Join(errs...)
+}
+
+// union is the length of the union of spans clipped to [0, limit]; it sorts spans.
+func union(spans [][2]float64, limit float64) float64 {
+	slices.SortFunc(spans, func(a, b [2]float64) int {
+		switch {
+		case a[0] < b[0]:
+			return -1
+		case a[0] > b[0]:
+			return 1
+		}
+		return 0
+	})
+	var sum, end float64
+	for _, sp := range spans {
+		lo, hi := max(sp[0], end, 0), min(sp[1], limit)
+		if hi > lo {
+			sum += hi - lo
+		}
+		end = max(end, hi)
+	}
+	return sum
+}
+
+func (s *sampler) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.nvml != nil {
+		errs = append(errs, s.nvml.Close())
+	}
+	for i, d := range s.e.devices {
+		r := &s.refs[i]
+		if r.start != (cu.Event{}) {
+			errs = append(errs, withContext(d, func() error {
+				return errors.Join(cu.DestroyEvent(&r.start), cu.DestroyEvent(&r.end))
+			}))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,20 @@
+//go:build !cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// Open fails: this build has no GPU support.
+func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	return nil, fmt.Errorf("cuda: %w", backend.ErrNoGPU)
+}
+
+// Describe fails: this build has no GPU support.
+func Describe() ([]backend.KV, error) {
+	return nil, fmt.Errorf("cuda: %w", backend.ErrNoGPU)
+}

@@ -1,0 +1,442 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cublas"
+	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/cudnn"
+)
+
+// worker is one compute lane: its streams, library handles, activation buffers
+// and workspace, and Slots batches in flight.
+type worker struct {
+	e   *Engine
+	id  int
+	dev *device
+
+	in, comp, out cu.Stream // the same stream in the Serial pipeline
+	overlap       bool
+	dnn           cudnn.Handle
+	blas          cublas.Handle
+
+	stem   uintptr    // stem output, MaxBatch images
+	act    [4]uintptr // block activations, MaxBatch images each
+	feat   uintptr    // average-pool output
+	ws     uintptr
+	wsSize uintptr
+
+	slots []slot
+	wg    sync.WaitGroup // staging copies of the CopyIn in progress
+	mem   []uintptr      // device allocations to free
+}
+
+// slot is one batch in flight.
+type slot struct {
+	in     uintptr   // device input, MaxBatch images
+	stage  []float32 // pinned staging buffer for the input
+	outDev uintptr   // device logits
+	out    []float32 // pinned host logits
+	n      int       // images copied in
+
+	// Events: copy-in start/end, compute start/end, copy-out start/end.
+	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1 cu.Event
+}
+
+func (d *device) param(off int) uintptr { return uintptr(d.params) + uintptr(4*off) }
+
+func allocDevice(bytes int) (uintptr, error) {
+	p, err := cu.MemAlloc(int64(bytes))
+	if err != nil {
+		return 0, fmt.Errorf("%d bytes of device memory: %w", bytes, err)
+	}
+	if err := cu.MemsetD8(p, 0, int64(bytes)); err != nil {
+		_ = cu.MemFree(p)
+		return 0, err
+	}
+	return uintptr(p), nil
+}
+
+func freeDevice(p uintptr) { _ = cu.MemFree(cu.DevicePtr(p)) }
+
+func hostFloats(n int) ([]float32, error) {
+	p, err := cudadrv.HostAlloc(4 * n)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*float32)(p), n), nil
+}
+
+func newWorker(e *Engine, id int, d *device) (*worker, error) {
+	w := &worker{e: e, id: id, dev: d, overlap: e.opts.Pipeline == backend.Overlap}
+	err := withContext(d, w.init)
+	return w, w.wrap("set-up", err)
+}
+
+func (w *worker) alloc(bytes int) (uintptr, error) {
+	p, err := allocDevice(bytes)
+	if err != nil {
+		return 0, err
+	}
+	w.mem = append(w.mem, p)
+	return p, nil
+}
+
+func (w *worker) init() error {
+	o, net := w.e.opts, w.e.net
+	var err error
+	if w.comp, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return err
+	}
+	w.in, w.out = w.comp, w.comp
+	if w.overlap {
+		if w.in, err = cu.MakeStream(cu.NonBlocking); err != nil {
+			return err
+		}
+		if w.out, err = cu.MakeStream(cu.NonBlocking); err != nil {
+			return err
+		}
+	}
+	if w.dnn, err = w.e.dnn.Create(); err != nil {
+		return err
+	}
+	if err := w.dnn.SetStream(unsafe.Pointer(w.comp.C())); err != nil {
+		return err
+	}
+	if w.blas, err = w.e.blas.Create(); err != nil {
+		return err
+	}
+	if err := w.blas.SetStream(unsafe.Pointer(w.comp.C())); err != nil {
+		return err
+	}
+	math := cublas.DefaultMath
+	if o.Precision == backend.TF32 {
+		math = cublas.TF32Math
+	}
+	if err := w.blas.SetMath(math); err != nil {
+		return err
+	}
+	b := o.MaxBatch
+	if w.stem, err = w.alloc(4 * b * net.stemSize); err != nil {
+		return err
+	}
+	for i := range w.act {
+		if w.act[i], err = w.alloc(4 * b * net.actSize); err != nil {
+			return err
+		}
+	}
+	if w.feat, err = w.alloc(4 * b * net.feat); err != nil {
+		return err
+	}
+	per := 3 * o.Height * o.Width
+	w.slots = make([]slot, o.Slots)
+	for i := range w.slots {
+		s := &w.slots[i]
+		if s.in, err = w.alloc(4 * b * per); err != nil {
+			return err
+		}
+		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
+			return err
+		}
+		if s.stage, err = hostFloats(b * per); err != nil {
+			return err
+		}
+		if s.out, err = hostFloats(b * net.classes); err != nil {
+			return err
+		}
+		for _, ev := range []*cu.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1} {
+			if *ev, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// allocWorkspace gives the worker n bytes of convolution workspace.
+func (w *worker) allocWorkspace(n uintptr) error {
+	return w.wrap("workspace", withContext(w.dev, func() error {
+		var err error
+		w.wsSize = max(n, 1<<20)
+		w.ws, err = w.alloc(int(w.wsSize))
+		return err
+	}))
+}
+
+// warm runs one forward pass of every prepared batch size.
+func (w *worker) warm() error {
+	return withContext(w.dev, func() error {
+		for _, n := range w.e.opts.Batches {
+			if err := w.forward(w.e.plans[n], w.slots[0].in, w.slots[0].outDev); err != nil {
+				return w.wrap(fmt.Sprintf("first inference of %d", n), err)
+			}
+		}
+		return w.wrap("first inference", w.comp.Synchronize())
+	})
+}
+
+func (w *worker) close() error {
+	return withContext(w.dev, func() error {
+		var errs []error
+		if w.comp != (cu.Stream{}) {
+			errs = append(errs, w.comp.Synchronize())
+		}
+		if w.overlap {
+			for _, s := range []*cu.Stream{&w.in, &w.out} {
+				if *s != (cu.Stream{}) {
+					errs = append(errs, s.Synchronize(), s.Destroy())
+				}
+			}
+		}
+		errs = append(errs, w.dnn.Destroy(), w.blas.Destroy())
+		if w.comp != (cu.Stream{}) {
+			errs = append(errs, w.comp.Destroy())
+		}
+		w.in, w.comp, w.out = cu.Stream{}, cu.Stream{}, cu.Stream{}
+		for i := range w.slots {
+			s := &w.slots[i]
+			for _, ev := range []*cu.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1} {
+				if *ev != (cu.Event{}) {
+					errs = append(errs, cu.DestroyEvent(ev))
+				}
+			}
+			for _, h := range [][]float32{s.stage, s.out} {
+				if len(h) > 0 {
+					errs = append(errs, cudadrv.HostFree(unsafe.Pointer(&h[0])))
+				}
+			}
+		}
+		w.slots = nil
+		for _, p := range w.mem {
+			freeDevice(p)
+		}
+		w.mem = nil
+		return errors.Join(errs...)
+	})
+}
+
+// Bind locks the calling goroutine to its OS thread and makes the worker's
+// device context current there.
+func (w *worker) Bind() (release func()) {
+	runtime.LockOSThread()
+	_ = cu.SetCurrentContext(w.dev.ctx)
+	return runtime.UnlockOSThread
+}
+
+// Slots is Options.Slots.
+func (w *worker) Slots() int { return len(w.slots) }
+
+// Device is the worker's device ordinal.
+func (w *worker) Device() int { return w.dev.ordinal }
+
+// Output is slot's pinned host buffer of logits.
+func (w *worker) Output(slot int) []float32 { return w.slots[slot].out }
+
+// CopyIn starts the host-to-device copy of parts into slot. Parts inside memory
+// from AllocHost are copied directly; others go through the slot's pinned
+// staging buffer (copied there by several goroutines when large).
+func (w *worker) CopyIn(slot int, parts [][]float32) error {
+	if slot < 0 || slot >= len(w.slots) {
+		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
+	}
+	s := &w.slots[slot]
+	per := 3 * w.e.opts.Height * w.e.opts.Width
+	total := 0
+	for _, p := range parts {
+		if len(p)%per != 0 {
+			return fmt.Errorf("cuda: part of %d values is not whole %dx%dx3 images", len(p), w.e.opts.Height, w.e.opts.Width)
+		}
+		total += len(p)
+	}
+	if total == 0 || total > w.e.opts.MaxBatch*per {
+		return fmt.Errorf("cuda: %d images, want 1 to %d", total/per, w.e.opts.MaxBatch)
+	}
+	s.n = total / per
+	if err := s.evIn0.Record(w.in); err != nil {
+		return w.wrap("copy-in", err)
+	}
+	off, run := 0, -1 // run: start of the staged values not yet sent
+	flush := func() error {
+		if run < 0 {
+			return nil
+		}
+		w.wg.Wait()
+		err := cu.MemcpyHtoDAsync(cu.DevicePtr(s.in+uintptr(4*run)), unsafe.Pointer(&s.stage[run]), int64(4*(off-run)), w.in)
+		run = -1
+		return err
+	}
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if w.e.pinned(p) {
+			if err := flush(); err != nil {
+				return w.wrap("copy-in", err)
+			}
+			if err := cu.MemcpyHtoDAsync(cu.DevicePtr(s.in+uintptr(4*off)), unsafe.Pointer(&p[0]), int64(4*len(p)), w.in); err != nil {
+				return w.wrap("copy-in", err)
+			}
+		} else {
+			if run < 0 {
+				run = off
+			}
+			w.e.copier.copy(s.stage[off:off+len(p)], p, &w.wg)
+		}
+		off += len(p)
+	}
+	if err := flush(); err != nil {
+		return w.wrap("copy-in", err)
+	}
+	return w.wrap("copy-in", s.evIn1.Record(w.in))
+}
+
+// Compute starts the forward pass of the first n images of slot, after its copy-in.
+func (w *worker) Compute(slot, n int) error {
+	s := &w.slots[slot]
+	if n < 1 || n > s.n {
+		return fmt.Errorf("cuda: compute %d images of slot holding %d", n, s.n)
+	}
+	p, err := w.e.planFor(n, w)
+	if err != nil {
+		return err
+	}
+	if w.overlap {
+		if err := w.comp.Wait(s.evIn1, 0); err != nil {
+			return w.wrap("compute", err)
+		}
+	}
+	if err := s.evComp0.Record(w.comp); err != nil {
+		return w.wrap("compute", err)
+	}
+	if err := w.forward(p, s.in, s.outDev); err != nil {
+		return w.wrap("compute", err)
+	}
+	return w.wrap("compute", s.evComp1.Record(w.comp))
+}
+
+// CopyOut starts copying the logits of n images to Output(slot), after compute.
+func (w *worker) CopyOut(slot, n int) error {
+	s := &w.slots[slot]
+	if n < 1 || n > w.e.opts.MaxBatch {
+		return fmt.Errorf("cuda: copy out %d images", n)
+	}
+	if w.overlap {
+		if err := w.out.Wait(s.evComp1, 0); err != nil {
+			return w.wrap("copy-out", err)
+		}
+	}
+	if err := s.evOut0.Record(w.out); err != nil {
+		return w.wrap("copy-out", err)
+	}
+	bytes := int64(4 * n * w.e.net.classes)
+	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&s.out[0]), cu.DevicePtr(s.outDev), bytes, w.out); err != nil {
+		return w.wrap("copy-out", err)
+	}
+	return w.wrap("copy-out", s.evOut1.Record(w.out))
+}
+
+// Wait blocks until slot's logits are in Output(slot) and returns the stage
+// times measured with events.
+func (w *worker) Wait(slot int) (backend.Times, error) {
+	s := &w.slots[slot]
+	if err := s.evOut1.Synchronize(); err != nil {
+		return backend.Times{}, w.wrap("wait", err)
+	}
+	ms := func(a, b cu.Event) (time.Duration, error) {
+		v, err := a.Elapsed(b)
+		return time.Duration(v * float64(time.Millisecond)), err
+	}
+	var t backend.Times
+	var e1, e2, e3 error
+	t.H2D, e1 = ms(s.evIn0, s.evIn1)
+	t.Compute, e2 = ms(s.evComp0, s.evComp1)
+	t.D2H, e3 = ms(s.evOut0, s.evOut1)
+	if err := errors.Join(e1, e2, e3); err != nil {
+		return t, w.wrap("event times", err)
+	}
+	t.Valid = true
+	w.e.sampler.record(w, s)
+	return t, nil
+}
+
+// forward enqueues the whole network for p.n images from in (device input) to
+// out (device logits) on the compute stream.
+func (w *worker) forward(p *plan, in, out uintptr) error {
+	net, h := w.e.net, w.dnn
+	conv := func(l *convLayer, x, y, z uintptr) error {
+		c := &p.convs[l.index]
+		wt, b := w.dev.param(l.w), w.dev.param(l.b)
+		if c.fused {
+			act, alpha2, zp := net.identity, float32(0), y
+			if l.relu {
+				act = net.relu
+			}
+			if z != 0 {
+				alpha2, zp = 1, z
+			}
+			return h.ConvBiasActivation(1, c.x, x, l.filter, wt, c.conv, c.algo, w.ws, w.wsSize,
+				alpha2, c.y, zp, l.bias, b, act, c.y, y)
+		}
+		if l.relu || z != 0 {
+			return errors.New("unfused convolution with ReLU or residual")
+		}
+		if err := h.ConvForward(1, c.x, x, l.filter, wt, c.conv, c.algo, w.ws, w.wsSize, 0, c.y, y); err != nil {
+			return err
+		}
+		return h.AddTensor(1, l.bias, b, 1, c.y, y)
+	}
+	if err := conv(net.convs[0], in, w.stem, 0); err != nil {
+		return fmt.Errorf("stem: %w", err)
+	}
+	if err := h.Pool(net.maxPool, 1, p.stemOut, w.stem, 0, p.poolOut, w.act[0]); err != nil {
+		return fmt.Errorf("max-pool: %w", err)
+	}
+	cur := 0
+	for i, b := range net.blocks {
+		var free [3]int
+		k := 0
+		for j := range w.act {
+			if j != cur {
+				free[k] = j
+				k++
+			}
+		}
+		x, y1 := w.act[cur], w.act[free[0]]
+		short, o := x, free[1]
+		if b.down != nil {
+			short, o = w.act[free[1]], free[2]
+			if err := conv(b.down, x, short, 0); err != nil {
+				return fmt.Errorf("block %d shortcut: %w", i, err)
+			}
+		}
+		if err := conv(b.conv1, x, y1, 0); err != nil {
+			return fmt.Errorf("block %d conv1: %w", i, err)
+		}
+		if err := conv(b.conv2, y1, w.act[o], short); err != nil {
+			return fmt.Errorf("block %d conv2: %w", i, err)
+		}
+		cur = o
+	}
+	if err := h.Pool(net.avgPool, 1, p.last, w.act[cur], 0, p.gapOut, w.feat); err != nil {
+		return fmt.Errorf("average pool: %w", err)
+	}
+	// logits^T (classes x n, column-major) = W (classes x feat) * feat^T.
+	if err := w.blas.Sgemm(cublas.OpT, cublas.OpN, net.classes, p.n, net.feat, 1,
+		w.dev.param(net.fcW), net.feat, w.feat, net.feat, 0, out, net.classes); err != nil {
+		return fmt.Errorf("classifier: %w", err)
+	}
+	if err := h.AddTensor(1, net.fcBias, w.dev.param(net.fcB), 1, p.logits, out); err != nil {
+		return fmt.Errorf("classifier bias: %w", err)
+	}
+	return nil
+}
