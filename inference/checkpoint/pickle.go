@@ -112,7 +112,7 @@ func (u *unpickler) readByte() (byte, error) {
 
 func (u *unpickler) read(n int64) ([]byte, error) {
 	if n < 0 || n > u.limit {
-		return nil, u.errorf("length %d exceeds the %d bytes left", n, u.limit)
+		return nil, u.errorf("unexpected end of data: length %d exceeds the %d bytes left", n, u.limit)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(u.r, b); err != nil {

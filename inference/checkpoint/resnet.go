@@ -91,8 +91,8 @@ func ResNet(sd map[string]Tensor) (*resnet.Model, error) {
 	return m, nil
 }
 
-// normalizeKeys returns the state dict nested under "state_dict", if any, without
-// a "module." prefix common to all keys.
+// normalizeKeys returns the state dict nested under "state_dict" (or "model"), if
+// any, without DataParallel's "module." prefix.
 func normalizeKeys(sd map[string]Tensor) map[string]Tensor {
 	for _, nest := range []string{"state_dict.", "model."} {
 		inner := make(map[string]Tensor)
@@ -110,16 +110,16 @@ func normalizeKeys(sd map[string]Tensor) map[string]Tensor {
 			break
 		}
 	}
+	if _, ok := sd["conv1.weight"]; ok {
+		return sd
+	}
+	if _, ok := sd["module.conv1.weight"]; !ok {
+		return sd
+	}
+	// Keys without the prefix stay, and are reported as unexpected.
 	stripped := make(map[string]Tensor, len(sd))
 	for k, t := range sd {
-		rest, ok := strings.CutPrefix(k, "module.")
-		if !ok {
-			return sd
-		}
-		stripped[rest] = t
-	}
-	if len(stripped) == 0 {
-		return sd
+		stripped[strings.TrimPrefix(k, "module.")] = t
 	}
 	return stripped
 }

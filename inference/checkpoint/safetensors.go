@@ -167,6 +167,10 @@ func WriteSafetensors(w io.Writer, sd map[string]Tensor) error {
 	bw.WriteString(hdr.String())
 	var buf [4]byte
 	for _, name := range names {
+		if hostLittleEndian {
+			bw.Write(float32Bytes(sd[name].Data))
+			continue
+		}
 		for _, v := range sd[name].Data {
 			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
 			bw.Write(buf[:])

@@ -1,0 +1,291 @@
+package checkpoint
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const refDir = "../../testdata/reference"
+
+func readRef(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(refDir, name))
+	require.NoError(t, err)
+	return b
+}
+
+func read(b []byte) (map[string]Tensor, error) { return Read(bytes.NewReader(b), int64(len(b))) }
+
+// TestLoadFormats loads every reference checkpoint and checks what each format
+// and dtype turns into.
+func TestLoadFormats(t *testing.T) {
+	tests := []struct {
+		file  string
+		keys  int
+		dtype DType
+		key   string // a key that must be present
+	}{
+		{"s2_zip.pt", 50, F32, "layer2.1.bn2.running_var"},
+		{"s3_legacy.pt", 92, F32, "layer3.2.conv2.weight"},
+		{"s4_safetensors.safetensors", 86, F32, "layer4.0.downsample.1.bias"},
+		{"s1_nested_module.pth", 50, F32, "state_dict.module.fc.weight"},
+		{"s2_f16_zip.pt", 56, F16, "fc.weight"},
+		{"s2_bf16_legacy.pt", 38, BF16, "fc.weight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			sd, err := Load(filepath.Join(refDir, tt.file))
+			require.NoError(t, err)
+			assert.Len(t, sd, tt.keys)
+			require.Contains(t, sd, tt.key)
+			assert.Equal(t, tt.dtype, sd[tt.key].DType)
+			for k, v := range sd {
+				assert.Equal(t, v.Numel(), len(v.Data), "tensor %s: Numel() = %d, len(Data) = %d", k, v.Numel(), len(v.Data))
+				if v.DType == I64 {
+					require.Empty(t, v.Shape, "integer tensor %s", k)
+					assert.GreaterOrEqual(t, v.Data[0], float32(1), "num_batches_tracked %s", k)
+				}
+			}
+			_, err = ResNet(sd)
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestTorchViews covers what the reference files do not: strided and offset views,
+// shared storages, byte order and dtype conversion.
+func TestTorchViews(t *testing.T) {
+	le, be := binary.LittleEndian, binary.BigEndian
+	f64 := func(v ...float64) []byte {
+		var b bytes.Buffer
+		binary.Write(&b, le, v)
+		return b.Bytes()
+	}
+	tests := []struct {
+		name      string
+		ts        []fakeTensor
+		byteorder string
+		storages  map[string][]byte
+		want      map[string]Tensor
+	}{
+		{
+			name:     "contiguous",
+			ts:       []fakeTensor{{key: "w", storage: "0", storageType: "FloatStorage", numel: 6, shape: []int{2, 3}, stride: []int{3, 1}}},
+			storages: map[string][]byte{"0": f32bytes(le, 1, 2, 3, 4, 5, 6)},
+			want:     map[string]Tensor{"w": {Shape: []int{2, 3}, Data: []float32{1, 2, 3, 4, 5, 6}, DType: F32}},
+		},
+		{
+			name:     "transposed",
+			ts:       []fakeTensor{{key: "w", storage: "0", storageType: "FloatStorage", numel: 6, shape: []int{3, 2}, stride: []int{1, 3}}},
+			storages: map[string][]byte{"0": f32bytes(le, 1, 2, 3, 4, 5, 6)},
+			want:     map[string]Tensor{"w": {Shape: []int{3, 2}, Data: []float32{1, 4, 2, 5, 3, 6}, DType: F32}},
+		},
+		{
+			name: "shared storage with offsets",
+			ts: []fakeTensor{
+				{key: "a", storage: "0", storageType: "FloatStorage", numel: 5, offset: 1, shape: []int{2}, stride: []int{1}},
+				{key: "b", storage: "0", storageType: "FloatStorage", numel: 5, offset: 3, shape: []int{2}, stride: []int{1}},
+			},
+			storages: map[string][]byte{"0": f32bytes(le, 0, 1, 2, 3, 4)},
+			want: map[string]Tensor{
+				"a": {Shape: []int{2}, Data: []float32{1, 2}, DType: F32},
+				"b": {Shape: []int{2}, Data: []float32{3, 4}, DType: F32},
+			},
+		},
+		{
+			name:      "big endian",
+			ts:        []fakeTensor{{key: "w", storage: "0", storageType: "FloatStorage", numel: 2, shape: []int{2}, stride: []int{1}}},
+			byteorder: "big",
+			storages:  map[string][]byte{"0": f32bytes(be, 1.5, -2)},
+			want:      map[string]Tensor{"w": {Shape: []int{2}, Data: []float32{1.5, -2}, DType: F32}},
+		},
+		{
+			name:     "float64 and int64 scalar",
+			ts:       []fakeTensor{{key: "d", storage: "0", storageType: "DoubleStorage", numel: 2, shape: []int{2}, stride: []int{1}}, {key: "n", storage: "1", storageType: "LongStorage", numel: 1, shape: []int{}, stride: []int{}}},
+			storages: map[string][]byte{"0": f64(0.25, -3), "1": binary.LittleEndian.AppendUint64(nil, 42)},
+			want: map[string]Tensor{
+				"d": {Shape: []int{2}, Data: []float32{0.25, -3}, DType: F64},
+				"n": {Shape: []int{}, Data: []float32{42}, DType: I64},
+			},
+		},
+		{
+			name:     "empty tensor",
+			ts:       []fakeTensor{{key: "e", storage: "0", storageType: "FloatStorage", numel: 0, shape: []int{0, 4}, stride: []int{4, 1}}},
+			storages: map[string][]byte{"0": nil},
+			want:     map[string]Tensor{"e": {Shape: []int{0, 4}, Data: []float32{}, DType: F32}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sd, err := read(torchZip(t, torchPickle(tt.ts), tt.byteorder, tt.storages))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, sd)
+		})
+	}
+}
+
+func TestHalfToFloat(t *testing.T) {
+	tests := []struct {
+		bits uint16
+		want float32
+	}{
+		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x3555, 0.333251953125}, {0x7bff, 65504},
+		{0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05}, {0x0400, 6.103515625e-05},
+		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))}, {0x8001, -5.960464477539063e-08},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, halfToFloat(tt.bits), "halfToFloat(%#04x)", tt.bits)
+	}
+	assert.True(t, math.IsNaN(float64(halfToFloat(0x7e00))), "halfToFloat(0x7e00) is NaN")
+	assert.Equal(t, math.Float32bits(float32(math.Copysign(0, -1))), math.Float32bits(halfToFloat(0x8000)), "halfToFloat(0x8000) = -0")
+}
+
+func TestDecodeLong(t *testing.T) {
+	tests := []struct {
+		in   []byte
+		want string
+	}{
+		{nil, "0"}, {[]byte{0xff}, "-1"}, {[]byte{0x7f}, "127"}, {[]byte{0x00, 0x80}, "-32768"},
+		{[]byte{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}, "119547037146038801333356"},
+		{[]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff}, "-18446744073709551616"},
+	}
+	for _, tt := range tests {
+		var got string
+		switch v := decodeLong(tt.in).(type) {
+		case int64:
+			got = big.NewInt(v).String()
+		case *big.Int:
+			got = v.String()
+		}
+		assert.Equal(t, tt.want, got, "decodeLong(% x)", tt.in)
+	}
+}
+
+// rezip copies a zip archive, passing each entry's bytes through edit.
+func rezip(t *testing.T, in []byte, edit func(name string, b []byte) []byte) []byte {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(in), int64(len(in)))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range zr.File {
+		b, err := readEntry(f, 1<<30)
+		require.NoError(t, err)
+		if b = edit(f.Name, b); b == nil {
+			continue
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.Name, Method: zip.Store})
+		require.NoError(t, err)
+		_, err = w.Write(b)
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+func TestLoadErrors(t *testing.T) {
+	zipFile := readRef(t, "s2_zip.pt")
+	legacy := readRef(t, "s2_bf16_legacy.pt")
+	st := readRef(t, "s4_safetensors.safetensors")
+	// flip one byte in the middle of the storage of conv1.weight
+	corrupt := bytes.Clone(zipFile)
+	{
+		zr, err := zip.NewReader(bytes.NewReader(corrupt), int64(len(corrupt)))
+		require.NoError(t, err)
+		for _, f := range zr.File {
+			if f.Name == "s2_zip/data/0" {
+				off, err := f.DataOffset()
+				require.NoError(t, err)
+				corrupt[off+100] ^= 0x40
+			}
+		}
+	}
+	replacePkl := func(old, new string) []byte {
+		return rezip(t, zipFile, func(name string, b []byte) []byte {
+			if filepath.Base(name) == "data.pkl" {
+				return bytes.Replace(b, []byte(old), []byte(new), -1)
+			}
+			return b
+		})
+	}
+	stHeader := func(h string) []byte {
+		return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h+"\x00\x00\x00\x00"...)
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want error
+		msg  string
+	}{
+		{"empty", nil, ErrUnknownFormat, "0 bytes"},
+		{"text", []byte("hello, this is not a checkpoint"), ErrUnknownFormat, "starts with"},
+		{"zip truncated", zipFile[:len(zipFile)/2], ErrCorrupt, "zip"},
+		{"zip storage corrupted", corrupt, ErrCorrupt, "CRC-32"},
+		{"zip without data.pkl", rezip(t, zipFile, func(n string, b []byte) []byte {
+			if filepath.Base(n) == "data.pkl" {
+				return nil
+			}
+			return b
+		}), ErrUnknownFormat, "without data.pkl"},
+		{"zip storage missing", rezip(t, zipFile, func(n string, b []byte) []byte {
+			if n == "s2_zip/data/3" {
+				return nil
+			}
+			return b
+		}), ErrCorrupt, "s2_zip/data/3 missing"},
+		{"zip storage short", rezip(t, zipFile, func(n string, b []byte) []byte {
+			if n == "s2_zip/data/0" {
+				return b[:len(b)-4]
+			}
+			return b
+		}), ErrCorrupt, "s2_zip/data/0 holds"},
+		{"bad pickle", replacePkl("\x80\x02", "\x80\x02\xff"), ErrCorrupt, "unsupported opcode 0xff"},
+		{"pickle truncated", rezip(t, zipFile, func(n string, b []byte) []byte {
+			if filepath.Base(n) == "data.pkl" {
+				return b[:len(b)/2]
+			}
+			return b
+		}), ErrCorrupt, "unexpected end of data"},
+		{"unsupported dtype", replacePkl("torch\nFloatStorage\n", "torch\nComplexFloatStorage\n"), ErrUnsupportedDType, "ComplexFloatStorage"},
+		{"bad byteorder", rezip(t, zipFile, func(n string, b []byte) []byte {
+			if filepath.Base(n) == "byteorder" {
+				return []byte("middle")
+			}
+			return b
+		}), ErrCorrupt, "byteorder"},
+		{"legacy truncated", legacy[:len(legacy)-100], ErrCorrupt, "run past the end"},
+		{"legacy pickle truncated", legacy[:2000], ErrCorrupt, "more than the file holds"},
+		{"legacy pickle cut", legacy[:300], ErrCorrupt, "unexpected end of data"},
+		{"legacy bad magic", append([]byte("\x80\x02K\x05."), legacy[14:]...), ErrUnknownFormat, "magic number"},
+		{"safetensors truncated", st[:len(st)-10], ErrCorrupt, "outside"},
+		{"safetensors header too long", append(binary.LittleEndian.AppendUint64(nil, 1<<40), "{}"...), ErrCorrupt, "header of"},
+		{"safetensors bad json", stHeader(`{"a": [`), ErrCorrupt, "safetensors header"},
+		{"safetensors bad dtype", stHeader(`{"a":{"dtype":"C64","shape":[1],"data_offsets":[0,4]}}`), ErrUnsupportedDType, "C64"},
+		{"safetensors shape mismatch", stHeader(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`), ErrCorrupt, "needs 8 bytes"},
+		{"safetensors overlap", stHeader(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`), ErrCorrupt, "overlap"},
+		{"safetensors negative dim", stHeader(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`), ErrCorrupt, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sd, err := read(tt.data)
+			require.Error(t, err)
+			assert.Nil(t, sd)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Contains(t, err.Error(), tt.msg)
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		_, err := Load(filepath.Join(t.TempDir(), "absent.pt"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+		assert.Contains(t, err.Error(), "checkpoint: ")
+	})
+}
