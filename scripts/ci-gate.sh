@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# ci-gate.sh: the benchmark regression gate for CI.
+#
+# 1. Builds the root test binary for a base commit (GATE_BASE, default HEAD^,
+#    checked out with `git worktree add` in a temporary directory) and for the
+#    working tree (HEAD), plus the gate program (scripts/gate).
+# 2. Runs a short CPU benchmark interleaved (A B B A A B ...), GATE_ROUNDS
+#    rounds (at least 6; beyond 6 only while the time budget allows), one
+#    -count=1 run per side and round.
+# 3. Runs the gate on the two files: exit 1 only if a change is statistically
+#    significant (Mann-Whitney U, alpha 0.05) and worse than its threshold.
+#
+# If there is no base commit, or the base has no BenchmarkServer* benchmark
+# or does not build, it says so and passes.
+#
+# Environment (all optional):
+#   GATE_BASE       base ref (default HEAD^)
+#   GATE_ROUNDS     interleaved rounds (default 8, minimum 6)
+#   GATE_BUDGET     seconds of benchmarking after which no round beyond the
+#                   sixth is started (default 300)
+#   GATE_SPECS      benchmarks to run, one "pattern benchtime" per line
+#                   (default: BenchmarkServerOverhead at 20000x and the CPU
+#                   server at batch 1, 1 worker, serial, at 200x)
+#   GATE_SUITE      suite flags, used when both binaries know them
+#                   (default: -model=tiny -backends=cpu -batches=1 -workers=1 -pipelines=serial)
+#   GATE_FLAGS      flags for scripts/gate (default: gate the throughput and
+#                   latency units, 5 %, p99 at 15 %)
+#   GATE_TAGS       build tags (e.g. cuda)
+#   GATE_OUT        where base.txt, head.txt and gate.txt go (default results/tmp/gate)
+#   GATE_BUILD_ONLY=dir  only build base.test, head.test and gate into dir
+#   GATE_BINS=dir        skip building: use dir/base.test, dir/head.test, dir/gate
+#                        (for a machine without Go or git, such as the GPU machine)
+set -euo pipefail
+
+rounds=${GATE_ROUNDS:-8}
+budget=${GATE_BUDGET:-300}
+default_specs='^BenchmarkServerOverhead$ 20000x
+^BenchmarkServer$/^backend=cpu$/^batch=1$/^workers=1$/^pipeline=serial$ 200x'
+specs=${GATE_SPECS:-$default_specs}
+suite=${GATE_SUITE:--model=tiny -backends=cpu -batches=1 -workers=1 -pipelines=serial}
+gate_flags=${GATE_FLAGS:--units sec/op,req/s,samples/s,p50-latency-ns,p99-latency-ns -threshold 5% -threshold p99-latency-ns=15%}
+tags=${GATE_TAGS:-}
+
+if [ "$rounds" -lt 6 ]; then
+	echo "ci-gate: GATE_ROUNDS=$rounds: the gate needs at least 6 runs per side" >&2
+	exit 2
+fi
+
+start=$SECONDS
+log() { printf 'ci-gate: [%3ds] %s\n' "$((SECONDS - start))" "$*"; }
+
+work=$(mktemp -d)
+worktree=""
+cleanup() {
+	if [ -n "$worktree" ]; then
+		git worktree remove --force "$worktree" >/dev/null 2>&1 || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ -n "${GATE_BINS:-}" ]; then
+	bins=$GATE_BINS
+	out=${GATE_OUT:-gate-results}
+else
+	root=$(git rev-parse --show-toplevel)
+	cd "$root"
+	out=${GATE_OUT:-results/tmp/gate}
+	base_ref=${GATE_BASE:-HEAD^}
+	if ! base=$(git rev-parse --verify -q "$base_ref^{commit}"); then
+		log "no base commit ($base_ref): nothing to compare, PASS"
+		exit 0
+	fi
+	bins=${GATE_BUILD_ONLY:-$work}
+	mkdir -p "$bins"
+	log "base $(git rev-parse --short "$base") ($base_ref), head $(git rev-parse --short HEAD) + working tree"
+
+	worktree=$work/base
+	git worktree add --detach -f "$worktree" "$base" >/dev/null 2>&1
+	log "building base test binary"
+	if ! (cd "$worktree" && go test -c ${tags:+-tags "$tags"} -o "$bins/base.test" . >"$work/base-build.log" 2>&1); then
+		sed 's/^/  /' "$work/base-build.log" | tail -20
+		log "the base commit does not build a root test binary: nothing to compare, PASS"
+		exit 0
+	fi
+	log "building head test binary and the gate"
+	go test -c ${tags:+-tags "$tags"} -o "$bins/head.test" .
+	go build -o "$bins/gate" ./scripts/gate
+	if [ -n "${GATE_BUILD_ONLY:-}" ]; then
+		log "built $bins/base.test, $bins/head.test and $bins/gate"
+		exit 0
+	fi
+fi
+
+if ! "$bins/base.test" -test.list '^BenchmarkServer' 2>/dev/null | grep -q '^BenchmarkServer'; then
+	log "the base commit has no BenchmarkServer benchmarks: nothing to compare, PASS"
+	exit 0
+fi
+
+# Suite flags that both binaries accept (an older base may lack -model).
+flags=()
+for f in $suite; do
+	if "$bins/base.test" -test.run '^$' -test.list '^$' "$f" >/dev/null 2>&1 &&
+		"$bins/head.test" -test.run '^$' -test.list '^$' "$f" >/dev/null 2>&1; then
+		flags+=("$f")
+	else
+		log "not passing $f: one of the binaries does not know it"
+	fi
+done
+
+mkdir -p "$out"
+: >"$out/base.txt"
+: >"$out/head.txt"
+run_one() { # base|head
+	local pattern benchtime
+	while read -r pattern benchtime; do
+		[ -n "$pattern" ] || continue
+		"$bins/$1.test" -test.run '^$' -test.bench "$pattern" -test.benchtime "$benchtime" -test.count 1 "${flags[@]}" >>"$out/$1.txt"
+	done <<<"$specs"
+}
+bench_start=$SECONDS
+r=0
+while [ "$r" -lt "$rounds" ]; do
+	if [ "$r" -ge 6 ] && [ $((SECONDS - bench_start)) -ge "$budget" ]; then
+		log "time budget of ${budget}s used: stopping after $r rounds"
+		break
+	fi
+	r=$((r + 1))
+	# A B B A ...: a drift in machine speed during the run hits both sides.
+	if [ $((r % 2)) -eq 1 ]; then
+		run_one base
+		run_one head
+	else
+		run_one head
+		run_one base
+	fi
+	log "round $r/$rounds done"
+done
+
+log "gate (files in $out)"
+set +e
+# shellcheck disable=SC2086 # GATE_FLAGS is a list of flags
+"$bins/gate" $gate_flags "$out/base.txt" "$out/head.txt" | tee "$out/gate.txt"
+status=${PIPESTATUS[0]}
+set -e
+log "done, exit status $status"
+exit "$status"
