@@ -3,13 +3,11 @@ package trace
 import (
 	"bufio"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strconv"
-	"time"
 )
 
 // kind is the track a span belongs on within a worker, in display order.
@@ -45,13 +43,25 @@ func compareKeys(a, b trackKey) int {
 	return cmp.Or(cmp.Compare(a.device, b.device), cmp.Compare(a.worker, b.worker), cmp.Compare(a.kind, b.kind))
 }
 
-// span is one interval to draw, before it is placed on a lane.
+// span is one interval to draw, before it is placed on a lane. Times are
+// Unix nanoseconds.
 type span struct {
 	key        trackKey
-	start, end time.Time
-	args       map[string]any
-	lane       int // within the track
-	pid, tid   int // once the lanes are numbered
+	start, end int64
+	batch      *batchInfo
+	request    int // index in batch.reqs of a queue span's request, else -1
+	device     bool
+	deviceDur  int64 // device-measured duration, when device
+	hostDur    int64 // the host span's duration, absent if unknown
+	lane       int   // within the track
+	pid, tid   int   // once the lanes are numbered
+}
+
+// batchInfo is what every span of a batch shares.
+type batchInfo struct {
+	rec    *record
+	reqs   []requestRecord
+	images int64
 }
 
 // processID is the trace pid of a device: 1 for the CPU, 2+N for GPU N.
@@ -69,123 +79,90 @@ func processName(device int) string {
 	return fmt.Sprintf("gpu %d", device)
 }
 
-// spans turns one batch into the spans it draws, appending them to out.
-func appendSpans(out []span, b *Batch) []span {
-	images := 0
-	ids := make([]uint64, len(b.Requests))
-	for i, r := range b.Requests {
-		images += r.Images
-		ids[i] = r.ID
-	}
-	key := func(k kind) trackKey { return trackKey{device: b.Device, worker: b.Worker, kind: k} }
-	batchArgs := func(clock string) map[string]any {
-		return map[string]any{"requests": ids, "batch": images, "worker": b.Worker, "clock": clock}
-	}
-
-	for _, r := range b.Requests {
-		if r.Admitted.IsZero() || b.Started.IsZero() {
+// appendSpans turns one batch into the spans it draws, appending them to out.
+func appendSpans(out []span, info *batchInfo) []span {
+	b := info.rec
+	key := func(k kind) trackKey { return trackKey{device: b.device, worker: b.worker, kind: k} }
+	for i, q := range info.reqs {
+		if q.admitted == absent || b.started == absent {
 			continue
 		}
-		args := map[string]any{"request": r.ID, "images": r.Images, "batch": images, "worker": b.Worker}
-		if !r.Sent.IsZero() {
-			args["send_lag_us"] = micros(r.Admitted.Sub(r.Sent))
-		}
-		out = append(out, span{key: trackKey{device: b.Device, worker: -1, kind: kindQueue},
-			start: r.Admitted, end: b.Started, args: args})
+		out = append(out, span{key: trackKey{device: b.device, worker: -1, kind: kindQueue},
+			start: q.admitted, end: b.started, batch: info, request: i})
 	}
 
-	host := [3]Span{b.CopyIn, b.Compute, b.CopyOut}
-	if b.DeviceTimed && !b.CopyOut.End.IsZero() {
+	host := [3][2]int64{b.in, b.compute, b.out}
+	if b.deviceTimed && b.out[1] != absent {
 		// Backwards from the end of the copy-out, clipped at the host's issue.
-		floor := cmp.Or(b.CopyIn.Start, b.Started)
-		dev := [3]time.Duration{b.H2D, b.ComputeDev, b.D2H}
-		var spans [3]Span
-		end := b.CopyOut.End
+		floor := b.in[0]
+		if floor == absent {
+			floor = b.started
+		}
+		dev := [3]int64{b.h2d, b.computeDev, b.d2h}
+		var spans [3]span
+		end := b.out[1]
 		for i := 2; i >= 0; i-- {
-			spans[i] = Span{Start: end.Add(-max(dev[i], 0)), End: end}
-			end = spans[i].Start
+			start := end - max(dev[i], 0)
+			spans[i] = span{key: key(kindH2D + kind(i)), start: start, end: end, batch: info, request: -1,
+				device: true, deviceDur: dev[i], hostDur: absent}
+			end = start
 		}
-		for i, s := range spans {
-			s.Start, s.End = later(s.Start, floor), later(s.End, floor)
-			args := batchArgs("device")
-			args["device_us"] = micros(dev[i])
-			if !host[i].Start.IsZero() {
-				args["host_us"] = micros(host[i].End.Sub(host[i].Start))
+		for i := range spans {
+			s := &spans[i]
+			s.start, s.end = max(s.start, floor), max(s.end, floor)
+			if host[i][0] != absent && host[i][1] != absent {
+				s.hostDur = host[i][1] - host[i][0]
 			}
-			out = append(out, span{key: key(kindH2D + kind(i)), start: s.Start, end: s.End, args: args})
 		}
+		out = append(out, spans[:]...)
 	} else {
-		for i, s := range host {
-			if s.Start.IsZero() {
+		for i, h := range host {
+			if h[0] == absent || h[1] == absent {
 				continue
 			}
-			out = append(out, span{key: key(kindH2D + kind(i)), start: s.Start, end: s.End, args: batchArgs("host")})
+			out = append(out, span{key: key(kindH2D + kind(i)), start: h[0], end: h[1], batch: info, request: -1})
 		}
 	}
 
-	if !b.Delivered.IsZero() && !b.CopyOut.End.IsZero() {
-		out = append(out, span{key: key(kindDeliver), start: b.CopyOut.End, end: b.Delivered, args: batchArgs("host")})
+	if b.delivered != absent && b.out[1] != absent {
+		out = append(out, span{key: key(kindDeliver), start: b.out[1], end: b.delivered, batch: info, request: -1})
 	}
 	return out
 }
 
-func later(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return b
-	}
-	return a
-}
-
-// micros is d in microseconds, with nanosecond precision.
-func micros(d time.Duration) json.Number {
-	return json.Number(strconv.FormatFloat(float64(d)/1e3, 'f', -1, 64))
-}
-
-// event is one Chrome trace event.
-type event struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   json.Number    `json:"ts"`
-	Dur  json.Number    `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
-}
-
-// events lays the batches out as trace events: metadata first, then the
-// complete events ordered by time.
-func events(batches []Batch) []event {
-	var spans []span
-	for i := range batches {
-		spans = appendSpans(spans, &batches[i])
+// layout turns the batches into spans placed on lanes, with pid and tid set,
+// sorted by start time, and returns them with the lanes in display order and
+// the origin of the time axis.
+func layout(recs []record, reqChunks [][]requestRecord) (spans []span, lanes []laneKey, origin int64) {
+	infos := make([]batchInfo, len(recs))
+	for i := range recs {
+		b := &recs[i]
+		info := &infos[i]
+		info.rec = b
+		if b.nreqs > 0 {
+			info.reqs = reqChunks[b.reqChunk][b.reqOff : b.reqOff+b.nreqs]
+		}
+		for _, q := range info.reqs {
+			info.images += q.images
+		}
+		spans = appendSpans(spans, info)
 	}
 	if len(spans) == 0 {
-		return nil
+		return nil, nil, 0
 	}
+	origin = spans[0].start
 	for i := range spans {
-		if spans[i].end.Before(spans[i].start) {
-			spans[i].end = spans[i].start
-		}
+		s := &spans[i]
+		s.end = max(s.end, s.start)
+		origin = min(origin, s.start)
 	}
 	slices.SortStableFunc(spans, func(a, b span) int {
-		return cmp.Or(compareKeys(a.key, b.key), a.start.Compare(b.start), a.end.Compare(b.end))
+		return cmp.Or(compareKeys(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
 	})
-	origin := spans[0].start
-	for _, s := range spans {
-		if s.start.Before(origin) {
-			origin = s.start
-		}
-	}
 
-	// Lanes: within a track, a span goes on the first lane that is free by
+	// Lanes: within a track, a span goes on the first lane that is free at
 	// its start. Spans are sorted by track, then start.
-	type laneKey struct {
-		key  trackKey
-		lane int
-	}
-	var laneEnds []time.Time
-	var lanes []laneKey // every lane, in track order
+	var laneEnds []int64
 	for i := range spans {
 		if i == 0 || spans[i].key != spans[i-1].key {
 			laneEnds = laneEnds[:0]
@@ -193,90 +170,172 @@ func events(batches []Batch) []event {
 		s := &spans[i]
 		s.lane = -1
 		for l, end := range laneEnds {
-			if !s.start.Before(end) {
+			if s.start >= end {
 				s.lane = l
 				break
 			}
 		}
 		if s.lane < 0 {
 			s.lane = len(laneEnds)
-			laneEnds = append(laneEnds, time.Time{})
+			laneEnds = append(laneEnds, 0)
 			lanes = append(lanes, laneKey{s.key, s.lane})
 		}
 		laneEnds[s.lane] = s.end
 	}
 
-	// Thread ids count from 1 within each process, in track order.
+	// Thread ids count from 1 within each process, in display order (WriteJSON
+	// numbers the metadata events the same way).
 	tids := make(map[laneKey]int, len(lanes))
-	var out []event
 	for i, l := range lanes {
-		pid := processID(l.key.device)
-		if i == 0 || lanes[i-1].key.device != l.key.device {
-			out = append(out,
-				meta("process_name", pid, 0, map[string]any{"name": processName(l.key.device)}),
-				meta("process_sort_index", pid, 0, map[string]any{"sort_index": pid}))
-		}
 		tid := 1
 		if i > 0 && lanes[i-1].key.device == l.key.device {
 			tid = tids[lanes[i-1]] + 1
 		}
 		tids[l] = tid
-		name := l.key.name()
-		if l.lane > 0 {
-			name = fmt.Sprintf("%s #%d", name, l.lane+1)
-		}
-		out = append(out,
-			meta("thread_name", pid, tid, map[string]any{"name": name}),
-			meta("thread_sort_index", pid, tid, map[string]any{"sort_index": tid}))
 	}
 	for i := range spans {
 		s := &spans[i]
 		s.pid, s.tid = processID(s.key.device), tids[laneKey{s.key, s.lane}]
 	}
 	slices.SortStableFunc(spans, func(a, b span) int {
-		return cmp.Or(a.start.Compare(b.start), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid))
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid))
 	})
-	for _, s := range spans {
-		out = append(out, event{
-			Name: kindNames[s.key.kind],
-			Cat:  "inference",
-			Ph:   "X",
-			Ts:   micros(s.start.Sub(origin)),
-			Dur:  micros(s.end.Sub(s.start)),
-			Pid:  s.pid,
-			Tid:  s.tid,
-			Args: s.args,
-		})
-	}
-	return out
+	return spans, lanes, origin
 }
 
-func meta(name string, pid, tid int, args map[string]any) event {
-	return event{Name: name, Ph: "M", Ts: "0", Pid: pid, Tid: tid, Args: args}
+// laneKey is one thread of the trace: a lane of a track.
+type laneKey struct {
+	key  trackKey
+	lane int
+}
+
+func (l laneKey) name() string {
+	if l.lane == 0 {
+		return l.key.name()
+	}
+	return fmt.Sprintf("%s #%d", l.key.name(), l.lane+1)
+}
+
+// appendMicros appends ns nanoseconds as microseconds, exactly.
+func appendMicros(buf []byte, ns int64) []byte {
+	return strconv.AppendFloat(buf, float64(ns)/1e3, 'f', -1, 64)
+}
+
+func appendMeta(buf []byte, name string, pid, tid int, key string, value any) []byte {
+	buf = append(buf, `{"name":"`...)
+	buf = append(buf, name...)
+	buf = append(buf, `","ph":"M","ts":0,"pid":`...)
+	buf = strconv.AppendInt(buf, int64(pid), 10)
+	buf = append(buf, `,"tid":`...)
+	buf = strconv.AppendInt(buf, int64(tid), 10)
+	buf = append(buf, `,"args":{"`...)
+	buf = append(buf, key...)
+	buf = append(buf, `":`...)
+	switch v := value.(type) {
+	case string:
+		buf = strconv.AppendQuote(buf, v)
+	case int:
+		buf = strconv.AppendInt(buf, int64(v), 10)
+	}
+	return append(buf, "}}"...)
+}
+
+// appendEvent appends s as a complete event; its args are in key order.
+func appendEvent(buf []byte, s *span, origin int64) []byte {
+	buf = append(buf, `{"name":"`...)
+	buf = append(buf, kindNames[s.key.kind]...)
+	buf = append(buf, `","cat":"inference","ph":"X","ts":`...)
+	buf = appendMicros(buf, s.start-origin)
+	buf = append(buf, `,"dur":`...)
+	buf = appendMicros(buf, s.end-s.start)
+	buf = append(buf, `,"pid":`...)
+	buf = strconv.AppendInt(buf, int64(s.pid), 10)
+	buf = append(buf, `,"tid":`...)
+	buf = strconv.AppendInt(buf, int64(s.tid), 10)
+	buf = append(buf, `,"args":{"batch":`...)
+	buf = strconv.AppendInt(buf, s.batch.images, 10)
+	if s.request < 0 {
+		if !s.device {
+			buf = append(buf, `,"clock":"host"`...)
+		} else {
+			buf = append(buf, `,"clock":"device","device_us":`...)
+			buf = appendMicros(buf, s.deviceDur)
+			if s.hostDur != absent {
+				buf = append(buf, `,"host_us":`...)
+				buf = appendMicros(buf, s.hostDur)
+			}
+		}
+		buf = append(buf, `,"requests":[`...)
+		for i, q := range s.batch.reqs {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = strconv.AppendUint(buf, q.id, 10)
+		}
+		buf = append(buf, ']')
+	} else {
+		q := s.batch.reqs[s.request]
+		buf = append(buf, `,"images":`...)
+		buf = strconv.AppendInt(buf, q.images, 10)
+		buf = append(buf, `,"request":`...)
+		buf = strconv.AppendUint(buf, q.id, 10)
+		if q.sent != absent {
+			buf = append(buf, `,"send_lag_us":`...)
+			buf = appendMicros(buf, q.admitted-q.sent)
+		}
+	}
+	buf = append(buf, `,"worker":`...)
+	buf = strconv.AppendInt(buf, int64(s.batch.rec.worker), 10)
+	return append(buf, "}}"...)
 }
 
 // WriteJSON writes the recorded batches to w in the Chrome trace event JSON
 // object format: {"traceEvents": [...], "displayTimeUnit": "ns"}, one event
 // per line. Times are microseconds from the earliest span.
 func (r *Recorder) WriteJSON(w io.Writer) error {
-	var batches []Batch
+	var spans []span
+	var lanes []laneKey
+	var origin int64
 	if r != nil {
-		batches = r.snapshot()
+		spans, lanes, origin = layout(r.snapshot())
 	}
-	bw := bufio.NewWriter(w)
-	bw.WriteString("{\"traceEvents\": [")
-	for i, e := range events(batches) {
-		line, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("trace: encoding event: %w", err)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	buf := make([]byte, 0, 1024)
+	buf = append(buf, `{"traceEvents": [`...)
+	first := true
+	next := func() {
+		if !first {
+			buf = append(buf, ',')
 		}
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.WriteString("\n")
-		bw.Write(line)
+		first = false
+		buf = append(buf, '\n')
 	}
-	bw.WriteString("\n],\n\"displayTimeUnit\": \"ns\"}\n")
+	tid := 0
+	for i, l := range lanes {
+		pid := processID(l.key.device)
+		tid++
+		if i == 0 || lanes[i-1].key.device != l.key.device {
+			tid = 1
+			next()
+			buf = appendMeta(buf, "process_name", pid, 0, "name", processName(l.key.device))
+			next()
+			buf = appendMeta(buf, "process_sort_index", pid, 0, "sort_index", pid)
+		}
+		next()
+		buf = appendMeta(buf, "thread_name", pid, tid, "name", l.name())
+		next()
+		buf = appendMeta(buf, "thread_sort_index", pid, tid, "sort_index", tid)
+	}
+	for _, s := range spans {
+		next()
+		buf = appendEvent(buf, &s, origin)
+		if len(buf) > 32<<10 {
+			bw.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	buf = append(buf, "\n],\n\"displayTimeUnit\": \"ns\"}\n"...)
+	bw.Write(buf)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("trace: writing: %w", err)
 	}

@@ -86,3 +86,10 @@ func (s synth) batches() []Batch {
 	}
 	return out
 }
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}

@@ -23,6 +23,8 @@
 package trace
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -69,10 +71,33 @@ type Batch struct {
 	H2D, ComputeDev, D2H time.Duration
 }
 
+// absent marks a time that was the zero time.
+const absent = math.MinInt64
+
+// record is a Batch as the Recorder keeps it: times in Unix nanoseconds
+// (absent when zero; the wall clock, so that times taken by different
+// goroutines compare), no pointers, so the garbage collector never scans the
+// storage.
+type record struct {
+	worker, device          int
+	reqChunk, reqOff, nreqs int32
+	deviceTimed             bool
+	started, delivered      int64
+	in, compute, out        [2]int64 // start, end
+	h2d, computeDev, d2h    int64
+}
+
+// requestRecord is a Request as the Recorder keeps it.
+type requestRecord struct {
+	id             uint64
+	images         int64
+	sent, admitted int64
+}
+
 // chunk sizes of the Recorder's storage: appending never copies what is
 // already recorded, so Batch's cost does not grow with the trace.
 const (
-	batchChunk   = 256
+	batchChunk   = 512
 	requestChunk = 4096
 )
 
@@ -80,12 +105,12 @@ const (
 // zero value is not ready: use New. The methods of a nil *Recorder do nothing,
 // so a server may call them unconditionally.
 //
-// A Recorder keeps every batch until Reset; it needs about 150 bytes per batch
-// and 40 bytes per request.
+// A Recorder keeps every batch until Reset: about 130 bytes per batch and 32
+// per request.
 type Recorder struct {
 	mu       sync.Mutex
-	batches  [][]Batch   // full chunks, then the current one
-	requests [][]Request // same
+	batches  [][]record        // full chunks, then the current one
+	requests [][]requestRecord // same
 	n        int
 }
 
@@ -94,42 +119,51 @@ func New() *Recorder {
 	return &Recorder{}
 }
 
-// Batch records one executed batch. It copies b and its Requests, so the
-// caller may reuse both once Batch returns.
+// unix is t in Unix nanoseconds, or absent if t is the zero time.
+func unix(t time.Time) int64 {
+	if t.IsZero() {
+		return absent
+	}
+	return t.UnixNano()
+}
+
+// Batch records one executed batch. It copies what it keeps, so the caller
+// may reuse b and its Requests once Batch returns.
 func (r *Recorder) Batch(b *Batch) {
 	if r == nil || b == nil {
 		return
 	}
+	rec := record{
+		worker: b.Worker, device: b.Device, nreqs: int32(len(b.Requests)),
+		deviceTimed: b.DeviceTimed,
+		started:     unix(b.Started), delivered: unix(b.Delivered),
+		in:      [2]int64{unix(b.CopyIn.Start), unix(b.CopyIn.End)},
+		compute: [2]int64{unix(b.Compute.Start), unix(b.Compute.End)},
+		out:     [2]int64{unix(b.CopyOut.Start), unix(b.CopyOut.End)},
+		h2d:     int64(b.H2D), computeDev: int64(b.ComputeDev), d2h: int64(b.D2H),
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	reqs := r.keepRequests(b.Requests)
+	if len(b.Requests) > 0 {
+		last := len(r.requests) - 1
+		if last < 0 || cap(r.requests[last])-len(r.requests[last]) < len(b.Requests) {
+			r.requests = append(r.requests, make([]requestRecord, 0, max(requestChunk, len(b.Requests))))
+			last++
+		}
+		rec.reqChunk, rec.reqOff = int32(last), int32(len(r.requests[last]))
+		for _, q := range b.Requests {
+			r.requests[last] = append(r.requests[last], requestRecord{
+				id: q.ID, images: int64(q.Images), sent: unix(q.Sent), admitted: unix(q.Admitted),
+			})
+		}
+	}
 	last := len(r.batches) - 1
 	if last < 0 || len(r.batches[last]) == cap(r.batches[last]) {
-		r.batches = append(r.batches, make([]Batch, 0, batchChunk))
+		r.batches = append(r.batches, make([]record, 0, batchChunk))
 		last++
 	}
-	r.batches[last] = append(r.batches[last], *b)
-	r.batches[last][len(r.batches[last])-1].Requests = reqs
+	r.batches[last] = append(r.batches[last], rec)
 	r.n++
-}
-
-// keepRequests copies reqs into the current request chunk, starting a new one
-// when it does not fit, and returns the copy. r.mu is held.
-func (r *Recorder) keepRequests(reqs []Request) []Request {
-	if len(reqs) == 0 {
-		return nil
-	}
-	last := len(r.requests) - 1
-	if last < 0 || cap(r.requests[last])-len(r.requests[last]) < len(reqs) {
-		r.requests = append(r.requests, make([]Request, 0, max(requestChunk, len(reqs))))
-		last++
-	}
-	c := r.requests[last]
-	n := len(c)
-	c = append(c, reqs...)
-	r.requests[last] = c
-	// Full slice expression: a later append to the chunk cannot reach it.
-	return c[n:len(c):len(c)]
 }
 
 // Len returns the number of batches recorded.
@@ -152,14 +186,15 @@ func (r *Recorder) Reset() {
 	r.batches, r.requests, r.n = nil, nil, 0
 }
 
-// snapshot returns the recorded batches in the order they were recorded. The
-// batches are shared with the Recorder, which never changes them.
-func (r *Recorder) snapshot() []Batch {
+// snapshot returns the recorded batches in the order they were recorded, and
+// the request storage they index. Both are shared with the Recorder, which
+// only ever appends beyond what it returns.
+func (r *Recorder) snapshot() ([]record, [][]requestRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Batch, 0, r.n)
+	out := make([]record, 0, r.n)
 	for _, c := range r.batches {
 		out = append(out, c...)
 	}
-	return out
+	return out, slices.Clone(r.requests)
 }
