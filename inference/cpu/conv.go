@@ -1,67 +1,88 @@
 package cpu
 
-import "github.com/inferbench/inferbench/inference/internal/gemm"
+import (
+	"fmt"
 
-// run computes out = act(conv(in) + bias [+ res]) for one image, NCHW.
-func (l *convLayer) run(p *pool, s *scratch, in, out, res []float32) {
-	c := l.c
-	n := l.outH * l.outW
-	b := in
-	if !l.direct {
-		im2col(in, s.col, c.In, l.inH, l.inW, c.K, c.Stride, c.Pad, l.outH, l.outW)
-		b = s.col
-	}
-	p.run(n, func(lo, hi int) {
-		gemm.Sgemm(c.Out, hi-lo, l.cols, c.Weight, l.cols, b[lo:], n, out[lo:], n)
-		for o := 0; o < c.Out; o++ {
-			row := out[o*n+lo : o*n+hi]
-			bias := c.Bias[o]
-			if res != nil {
-				r := res[o*n+lo : o*n+hi]
-				for j := range row {
-					row[j] += bias + r[j]
-				}
-			} else {
-				for j := range row {
-					row[j] += bias
-				}
-			}
-			if l.relu {
-				for j, v := range row {
-					if v < 0 {
-						row[j] = 0
-					}
-				}
-			}
-		}
-	})
+	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// convLayer is a folded convolution with its input and output geometry. It
+// runs as one GEMM over the implicit im2col matrix of its input (no im2col
+// buffer), with the bias, the residual and the ReLU applied as the tiles of
+// the output are written.
+type convLayer struct {
+	c          *resnet.FoldedConv
+	w          *gemm.PackedA // c.Weight as an Out x (In*K*K) matrix, packed
+	inH, inW   int
+	outH, outW int
+	relu       bool
 }
 
-// im2col lays out the receptive fields of in as a (C*K*K) x (OH*OW) matrix.
-func im2col(in, col []float32, c, h, w, k, stride, pad, oh, ow int) {
-	n := oh * ow
-	for ch := 0; ch < c; ch++ {
-		for ky := 0; ky < k; ky++ {
-			for kx := 0; kx < k; kx++ {
-				row := col[((ch*k+ky)*k+kx)*n : ((ch*k+ky)*k+kx+1)*n]
-				for oy := 0; oy < oh; oy++ {
-					iy := oy*stride - pad + ky
-					dst := row[oy*ow : (oy+1)*ow]
-					if iy < 0 || iy >= h {
-						clear(dst)
-						continue
-					}
-					src := in[(ch*h+iy)*w : (ch*h+iy+1)*w]
-					for ox := range dst {
-						ix := ox*stride - pad + kx
-						if ix < 0 || ix >= w {
-							dst[ox] = 0
-						} else {
-							dst[ox] = src[ix]
-						}
-					}
-				}
+func newConv(c *resnet.FoldedConv, h, w int, relu bool) (convLayer, error) {
+	pw, err := gemm.NewPackedA(c.Out, c.In*c.K*c.K, c.Weight, c.In*c.K*c.K)
+	if err != nil {
+		return convLayer{}, fmt.Errorf("cpu: %w", err)
+	}
+	return convLayer{c: c, w: pw, inH: h, inW: w, outH: c.OutSize(h), outW: c.OutSize(w), relu: relu}, nil
+}
+
+// inSize and outSize are the values of one image's input and output.
+func (l *convLayer) inSize() int  { return l.c.In * l.inH * l.inW }
+func (l *convLayer) outSize() int { return l.c.Out * l.outH * l.outW }
+
+// run computes out = act(conv(in) + bias [+ res]) for one CHW image; res, if
+// not nil, has out's shape.
+func (l *convLayer) run(ctx *gemm.Context, in, out, res []float32) error {
+	c := l.c
+	ep := gemm.Epilogue{Bias: c.Bias, ReLU: l.relu}
+	if res != nil {
+		ep.Residual = res[:l.outSize()]
+	}
+	s := gemm.ConvShape{C: c.In, N: 1, H: l.inH, W: l.inW, K: c.K, Stride: c.Stride, Pad: c.Pad}
+	return ctx.ConvPacked(l.w, in[:l.inSize()], s, out[:l.outSize()], ep)
+}
+
+// maxPool3x3s2 is the stem's 3x3 max-pool with stride 2 and padding 1 for
+// channels lo..hi of in (h x w planes) into out (oh x ow planes).
+func maxPool3x3s2(in, out []float32, lo, hi, h, w, oh, ow int) {
+	for ch := lo; ch < hi; ch++ {
+		src := in[ch*h*w : (ch+1)*h*w]
+		dst := out[ch*oh*ow : (ch+1)*oh*ow]
+		for oy := 0; oy < oh; oy++ {
+			d := dst[oy*ow : (oy+1)*ow]
+			y0, y1 := max(2*oy-1, 0), min(2*oy+1, h-1)
+			rowMax3(d, src[y0*w:(y0+1)*w], true)
+			for y := y0 + 1; y <= y1; y++ {
+				rowMax3(d, src[y*w:(y+1)*w], false)
 			}
 		}
+	}
+}
+
+// rowMax3 sets (first) or maximises d[ox] with the maximum of row[2ox-1..2ox+1]
+// clipped to the row.
+func rowMax3(d, row []float32, first bool) {
+	w := len(row)
+	for ox := range d {
+		x0, x1 := max(2*ox-1, 0), min(2*ox+1, w-1)
+		m := row[x0]
+		for x := x0 + 1; x <= x1; x++ {
+			m = max(m, row[x])
+		}
+		if first || m > d[ox] {
+			d[ox] = m
+		}
+	}
+}
+
+// meanPool writes the mean of each hw-value plane of in to feat.
+func meanPool(in, feat []float32, hw int) {
+	for c := range feat {
+		var sum float32
+		for _, v := range in[c*hw : (c+1)*hw] {
+			sum += v
+		}
+		feat[c] = sum / float32(hw)
 	}
 }

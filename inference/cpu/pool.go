@@ -1,59 +1,29 @@
 package cpu
 
-import "sync"
+import (
+	"sync"
 
-// pool runs a range of work split across a fixed set of goroutines that it owns.
+	"github.com/inferbench/inferbench/inference/internal/gemm"
+)
+
+// pool is the engine's compute threads: a gemm.Context (the calling goroutine
+// and n-1 goroutines it owns) that the workers share one image at a time.
 type pool struct {
-	n     int
-	tasks chan task
-	wg    sync.WaitGroup
+	n   int
+	mu  sync.Mutex // held for a whole forward pass
+	ctx *gemm.Context
 }
 
-type task struct {
-	fn     func(lo, hi int)
-	lo, hi int
-	done   *sync.WaitGroup
-}
-
+// newPool returns a pool of n threads (at least 1). If the environment names
+// a GEMM kernel this CPU lacks (gemm.KernelEnv), the portable kernel is used.
 func newPool(n int) *pool {
-	p := &pool{n: max(n, 1), tasks: make(chan task)}
-	for i := 0; i < p.n-1; i++ {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			for t := range p.tasks {
-				t.fn(t.lo, t.hi)
-				t.done.Done()
-			}
-		}()
+	n = max(n, 1)
+	ctx, err := gemm.New(gemm.Config{Threads: n})
+	if err != nil {
+		ctx, _ = gemm.New(gemm.Config{Threads: n, Kernel: "generic"})
 	}
-	return p
+	return &pool{n: n, ctx: ctx}
 }
 
-// run calls fn over [0, n) split into one chunk per goroutine, the caller's included,
-// and returns when every chunk is done. Chunks are multiples of 16 where possible.
-func (p *pool) run(n int, fn func(lo, hi int)) {
-	parts := p.n
-	if n < 64*parts {
-		parts = max(1, n/64)
-	}
-	if parts == 1 {
-		fn(0, n)
-		return
-	}
-	chunk := (n + parts - 1) / parts
-	chunk = (chunk + 15) &^ 15
-	var done sync.WaitGroup
-	lo := chunk
-	for ; lo < n; lo += chunk {
-		done.Add(1)
-		p.tasks <- task{fn: fn, lo: lo, hi: min(lo+chunk, n), done: &done}
-	}
-	fn(0, min(chunk, n))
-	done.Wait()
-}
-
-func (p *pool) close() {
-	close(p.tasks)
-	p.wg.Wait()
-}
+// close stops the threads.
+func (p *pool) close() { _ = p.ctx.Close() }

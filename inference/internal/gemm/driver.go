@@ -53,6 +53,7 @@ type job struct {
 	m, n, k int
 	a       []float32
 	lda     int
+	pa      []float32 // A packed in advance (a packing's data), or nil
 	b       bSource
 	c       []float32
 	ldc     int
@@ -68,6 +69,10 @@ type job struct {
 
 	mat  matrixB
 	conv convB
+
+	fn     func(lo, hi int) // Parallel's function; nil for a product
+	fnN    int              // Parallel's range
+	fnStep int              // Parallel's chunk size
 }
 
 func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []float32, ldc int, ep Epilogue) error {
@@ -122,8 +127,38 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 	j.c, j.ldc = out, ldc
 	j.ep, j.ldr, j.epFlags = ep, ldr, flags
 	j.plan(c.threads, c.kern.mr, c.kern.nr)
-	j.next.Store(0)
+	err := c.dispatch()
+	// Drop references to the caller's data.
+	j.a, j.b, j.c, j.ep = nil, nil, nil, Epilogue{}
+	j.mat, j.conv = matrixB{}, convB{}
+	return err
+}
 
+// Parallel calls fn(lo, hi) for disjoint ranges that cover [0, n), in chunks
+// of at least grain values, on the Context's threads, and returns when every
+// call has returned. A panic in fn is returned as an error.
+func (c *Context) Parallel(n, grain int, fn func(lo, hi int)) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if n <= 0 {
+		return nil
+	}
+	j := &c.job
+	j.fn, j.fnN = fn, n
+	chunks := max(1, min(c.threads, n/max(grain, 1)))
+	j.fnStep = (n + chunks - 1) / chunks
+	j.tasks = (n + j.fnStep - 1) / j.fnStep
+	err := c.dispatch()
+	j.fn = nil
+	return err
+}
+
+// dispatch runs the job's tasks on the caller and as many workers as there
+// are tasks, and waits for them.
+func (c *Context) dispatch() error {
+	j := &c.job
+	j.next.Store(0)
 	workers := min(c.threads, j.tasks)
 	for i := 1; i < workers; i++ {
 		c.start[i-1] <- struct{}{}
@@ -134,9 +169,6 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 			p = q
 		}
 	}
-	// Drop references to the caller's data.
-	j.a, j.b, j.c, j.ep = nil, nil, nil, Epilogue{}
-	j.mat, j.conv = matrixB{}, convB{}
 	if p != nil {
 		return fmt.Errorf("gemm: worker panicked: %v", p)
 	}
@@ -148,8 +180,7 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 // efficiency), packing one value of A 1 and of B 3; threads take tasks in
 // rounds, so the cost is rounds times the cost of one task.
 func (j *job) plan(threads, mr, nr int) {
-	nkb := (j.k + kcMax - 1) / kcMax
-	j.kc = (j.k + nkb - 1) / nkb
+	j.kc = kBlock(j.k)
 	pm, pn := (j.m+mr-1)/mr, (j.n+nr-1)/nr
 	j.mt, j.nt, j.tn, j.tasks = pm*mr, pn*nr, 1, 1
 	if threads == 1 || j.m*j.n*j.k < 1<<16 {
@@ -164,7 +195,11 @@ func (j *job) plan(threads, mr, nr int) {
 			an := (pn + nt - 1) / nt
 			rounds := (am*an + threads - 1) / threads
 			rows, cols := float64(mt*mr), float64(nt*nr)
-			cost := float64(rounds) * float64(j.k) * (rows*cols/16 + rows + 3*cols)
+			apack := rows
+			if j.pa != nil {
+				apack = 0
+			}
+			cost := float64(rounds) * float64(j.k) * (rows*cols/16 + apack + 3*cols)
 			if best < 0 || cost < best {
 				best = cost
 				j.mt, j.nt, j.tn, j.tasks = mt*mr, nt*nr, an, am*an
@@ -195,6 +230,11 @@ func (c *Context) work(id int) (p any) {
 		if t >= j.tasks {
 			return nil
 		}
+		if j.fn != nil {
+			lo := t * j.fnStep
+			j.fn(lo, min(lo+j.fnStep, j.fnN))
+			continue
+		}
 		ti, tj := t/j.tn, t%j.tn
 		i0, j0 := ti*j.mt, tj*j.nt
 		c.task(buf, i0, min(i0+j.mt, j.m), j0, min(j0+j.nt, j.n))
@@ -206,6 +246,7 @@ func (c *Context) task(buf *buffers, i0, i1, j0, j1 int) {
 	j := &c.job
 	mr, nr := c.kern.mr, c.kern.nr
 	full := c.kern.full
+	mpad := (j.m + mr - 1) / mr * mr
 	for jc := j0; jc < j1; jc += ncMax {
 		nc := min(ncMax, j1-jc)
 		for pc := 0; pc < j.k; pc += j.kc {
@@ -220,14 +261,19 @@ func (c *Context) task(buf *buffers, i0, i1, j0, j1 int) {
 			}
 			for ic := i0; ic < i1; ic += mcMax {
 				mb := min(mcMax, i1-ic)
-				packA(buf.a, j.a, j.lda, ic, mb, pc, kb, mr)
+				pa := buf.a
+				if j.pa != nil {
+					pa = j.pa[pc*mpad+ic*kb : pc*mpad+(ic+mb+mr-1)/mr*mr*kb]
+				} else {
+					packA(pa, j.a, j.lda, ic, mb, pc, kb, mr)
+				}
 				for jr := 0; jr < nc; jr += nr {
 					nb := min(nr, nc-jr)
 					bp := buf.b[jr*kb : jr*kb+kb*nr]
 					col := jc + jr
 					for ir := 0; ir < mb; ir += mr {
 						ib := min(mr, mb-ir)
-						ap := buf.a[ir*kb : ir*kb+kb*mr]
+						ap := pa[ir*kb : ir*kb+kb*mr]
 						row := ic + ir
 						var bias, res []float32
 						if flags&flagBias != 0 {

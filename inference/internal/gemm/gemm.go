@@ -174,6 +174,14 @@ func (s ConvShape) OutW() int { return (s.W+2*s.Pad-s.K)/s.Stride + 1 }
 // an out x (C*K*K) matrix and the implicit im2col matrix of x, which is never
 // stored.
 func (c *Context) Conv(out int, w []float32, x []float32, s ConvShape, y []float32, ep Epilogue) error {
+	if err := checkMatrix("weights", out, s.C*s.K*s.K, w, s.C*s.K*s.K); err != nil {
+		return err
+	}
+	return c.conv(out, w, x, s, y, ep)
+}
+
+// conv is Conv with w nil when the job holds packed weights.
+func (c *Context) conv(out int, w []float32, x []float32, s ConvShape, y []float32, ep Epilogue) error {
 	if s.C < 1 || s.N < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutH() < 1 || s.OutW() < 1 {
 		return fmt.Errorf("gemm: bad convolution shape %+v", s)
 	}
@@ -181,9 +189,6 @@ func (c *Context) Conv(out int, w []float32, x []float32, s ConvShape, y []float
 		return fmt.Errorf("gemm: convolution input has %d values, want %d", len(x), s.C*s.N*s.H*s.W)
 	}
 	k := s.C * s.K * s.K
-	if err := checkMatrix("weights", out, k, w, k); err != nil {
-		return err
-	}
 	src := &c.job.conv
 	*src = newConvB(x, s)
 	n := s.N * s.OutH() * s.OutW()

@@ -107,8 +107,19 @@ func TestGemm(t *testing.T) {
 					ep.ReLU = e.relu
 					got := randSlice(rng, sh.m*sh.ldc)
 					want := append([]float32(nil), got...)
+					init := append([]float32(nil), got...)
 					require.NoError(t, ctx.Gemm(sh.m, sh.n, sh.k, a, sh.lda, b, sh.ldb, got, sh.ldc, ep))
 					naive(sh.m, sh.n, sh.k, a, sh.lda, b, sh.ldb, want, sh.ldc, ep)
+					assertClose(t, got, want, tolerance(sh.k))
+					if sh.k == 0 {
+						return
+					}
+					pa, err := NewPackedA(sh.m, sh.k, a, sh.lda)
+					require.NoError(t, err)
+					assert.Equal(t, sh.m, pa.Rows())
+					assert.Equal(t, sh.k, pa.Cols())
+					copy(got, init)
+					require.NoError(t, ctx.GemmPacked(pa, sh.n, b, sh.ldb, got, sh.ldc, ep))
 					assertClose(t, got, want, tolerance(sh.k))
 				})
 			}
@@ -206,7 +217,13 @@ func TestConv(t *testing.T) {
 					}
 					got := randSlice(rng, size)
 					require.NoError(t, ctx.Conv(tc.out, w, x, s, got, ep))
-					assertClose(t, got, naiveConv(tc.out, w, x, s, ep), tolerance(k))
+					want := naiveConv(tc.out, w, x, s, ep)
+					assertClose(t, got, want, tolerance(k))
+					pw, err := NewPackedA(tc.out, k, w, k)
+					require.NoError(t, err)
+					clear(got)
+					require.NoError(t, ctx.ConvPacked(pw, x, s, got, ep))
+					assertClose(t, got, want, tolerance(k))
 				})
 			}
 		}
@@ -233,6 +250,17 @@ func TestErrors(t *testing.T) {
 		{"bad conv", func() error {
 			return ctx.Conv(2, buf, buf, ConvShape{C: 1, N: 1, H: 2, W: 2, K: 3, Stride: 1}, buf, Epilogue{})
 		}},
+		{"packed conv shape", func() error {
+			pw, err := NewPackedA(2, 4, buf, 4)
+			require.NoError(t, err)
+			return ctx.ConvPacked(pw, buf, ConvShape{C: 1, N: 1, H: 2, W: 2, K: 3, Stride: 1, Pad: 1}, buf, Epilogue{})
+		}},
+		{"packed B short", func() error {
+			pa, err := NewPackedA(2, 4, buf, 4)
+			require.NoError(t, err)
+			return ctx.GemmPacked(pa, 30, buf, 30, buf, 30, Epilogue{})
+		}},
+		{"packed empty", func() error { _, err := NewPackedA(0, 4, buf, 4); return err }},
 		{"short conv input", func() error {
 			return ctx.Conv(2, buf, buf[:3], ConvShape{C: 1, N: 1, H: 2, W: 2, K: 1, Stride: 1}, buf, Epilogue{})
 		}},
@@ -356,4 +384,34 @@ func BenchmarkConv(b *testing.B) {
 			b.ReportMetric(2*float64(tc.out*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
+}
+
+func TestParallel(t *testing.T) {
+	for _, threads := range []int{1, 2, 3} {
+		for _, n := range []int{0, 1, 5, 64, 1001} {
+			t.Run(fmt.Sprintf("threads=%d/n=%d", threads, n), func(t *testing.T) {
+				ctx, err := New(Config{Threads: threads})
+				require.NoError(t, err)
+				defer ctx.Close()
+				hits := make([]int, n)
+				require.NoError(t, ctx.Parallel(n, 4, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						hits[i]++
+					}
+				}))
+				for i, h := range hits {
+					assert.Equal(t, 1, h, "hits[%d]", i)
+				}
+			})
+		}
+	}
+	ctx, err := New(Config{Threads: 2})
+	require.NoError(t, err)
+	defer ctx.Close()
+	err = ctx.Parallel(10, 1, func(lo, hi int) { panic("boom") })
+	assert.ErrorContains(t, err, "gemm: worker panicked: boom")
+	// The context still works after a panic.
+	c := make([]float32, 1)
+	require.NoError(t, ctx.Gemm(1, 1, 1, []float32{2}, 1, []float32{3}, 1, c, 1, Epilogue{}))
+	assert.Equal(t, float32(6), c[0])
 }

@@ -29,14 +29,16 @@ type matrixB struct {
 
 func (s *matrixB) pack(buf *buffers, p0, kc, j0, nc, nr int) {
 	dst := buf.b
-	for jr := 0; jr < nc; jr += nr {
-		panel := dst[jr*kc : jr*kc+kc*nr]
-		cols := min(nr, nc-jr)
-		for p := 0; p < kc; p++ {
-			off := (p0+p)*s.ldb + j0 + jr
-			d := panel[p*nr : p*nr+nr]
-			copy(d[:cols], s.b[off:off+cols])
-			clear(d[cols:])
+	full := nc / nr * nr
+	for p := 0; p < kc; p++ {
+		src := s.b[(p0+p)*s.ldb+j0 : (p0+p)*s.ldb+j0+nc]
+		for jr := 0; jr < full; jr += nr {
+			copy(dst[jr*kc+p*nr:jr*kc+p*nr+nr], src[jr:jr+nr])
+		}
+		if full < nc {
+			d := dst[full*kc+p*nr : full*kc+p*nr+nr]
+			n := copy(d, src[full:])
+			clear(d[n:])
 		}
 	}
 }

@@ -1,0 +1,182 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// perturb gives m non-trivial batch-norm statistics, so that folding matters.
+func perturb(m *resnet.Model, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	bn := func(b *resnet.BatchNorm) {
+		for i := range b.Gamma {
+			b.Gamma[i] = float32(0.5 + rng.Float64())
+			b.Beta[i] = float32(0.1 * rng.NormFloat64())
+			b.Mean[i] = float32(0.1 * rng.NormFloat64())
+			b.Var[i] = float32(0.5 + 1.5*rng.Float64())
+		}
+	}
+	bn(&m.StemBN)
+	for _, b := range m.Blocks() {
+		bn(&b.BN1)
+		bn(&b.BN2)
+		if b.DownBN != nil {
+			bn(b.DownBN)
+		}
+	}
+}
+
+func randImages(n, c, h, w int, seed uint64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	x := make([]float32, n*c*h*w)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func TestForwardMatchesReference(t *testing.T) {
+	cases := []struct {
+		name   string
+		arch   resnet.Arch
+		batch  int
+		h, w   int
+		kernel string
+	}{
+		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, ""},
+		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic"},
+		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, ""},
+		{"resnet18", resnet.ResNet18(), 2, 64, 72, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.kernel != "" {
+				t.Setenv("INFERBENCH_GEMM_KERNEL", tc.kernel)
+			}
+			if tc.arch.Classes == 1000 && testing.Short() {
+				t.Skip("ResNet-18 reference is slow")
+			}
+			m, err := resnet.New(tc.arch, 42)
+			require.NoError(t, err)
+			perturb(m, 1)
+			x := randImages(tc.batch, tc.arch.InChannels, tc.h, tc.w, 2)
+			want, err := m.Reference(x, tc.batch, tc.h, tc.w)
+			require.NoError(t, err)
+
+			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: tc.batch, Height: tc.h, Width: tc.w})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, e.Close()) }()
+			w := e.Workers()[0]
+			per := tc.arch.InChannels * tc.h * tc.w
+			// Two parts: the first image alone, the rest together.
+			require.NoError(t, w.CopyIn(0, [][]float32{x[:per], x[per:]}))
+			require.NoError(t, w.Compute(0, tc.batch))
+			require.NoError(t, w.CopyOut(0, tc.batch))
+			_, err = w.Wait(0)
+			require.NoError(t, err)
+			got := w.Output(0)[:len(want)]
+
+			scale, worst := 0.0, 0.0
+			for i := range want {
+				scale = max(scale, math.Abs(want[i]))
+				worst = max(worst, math.Abs(float64(got[i])-want[i]))
+			}
+			t.Logf("max |logit| %.4g, max abs error %.3g (%.3g relative)", scale, worst, worst/scale)
+			assert.LessOrEqual(t, worst, 1e-4*scale, "max abs error against the float64 reference")
+		})
+	}
+}
+
+func TestForwardAllocs(t *testing.T) {
+	m, err := resnet.New(resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 1}, Classes: 10}, 1)
+	require.NoError(t, err)
+	e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 2, Height: 48, Width: 48})
+	require.NoError(t, err)
+	defer e.Close()
+	w := e.Workers()[0]
+	x := randImages(2, 3, 48, 48, 3)
+	parts := [][]float32{x}
+	allocs := testing.AllocsPerRun(10, func() {
+		if err := w.CopyIn(0, parts); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Compute(0, 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per batch")
+}
+
+func TestConcurrentWorkers(t *testing.T) {
+	arch := resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 1}, Classes: 10}
+	m, err := resnet.New(arch, 5)
+	require.NoError(t, err)
+	e, err := New().Open(m, backend.Options{Workers: 3, Slots: 1, MaxBatch: 1, Height: 40, Width: 40})
+	require.NoError(t, err)
+	defer e.Close()
+	x := randImages(1, 3, 40, 40, 4)
+	want, err := m.Reference(x, 1, 40, 40)
+	require.NoError(t, err)
+	errs := make(chan error, len(e.Workers()))
+	for _, w := range e.Workers() {
+		go func() {
+			for range 5 {
+				if err := w.CopyIn(0, [][]float32{x}); err != nil {
+					errs <- err
+					return
+				}
+				if err := w.Compute(0, 1); err != nil {
+					errs <- err
+					return
+				}
+				for i, v := range w.Output(0)[:arch.Classes] {
+					if math.Abs(float64(v)-want[i]) > 1e-4 {
+						errs <- fmt.Errorf("logit %d = %v, want %v", i, v, want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range e.Workers() {
+		assert.NoError(t, <-errs)
+	}
+}
+
+// BenchmarkForward measures ResNet-18 at 250x250, the anchor's input, one
+// batch at a time through a worker.
+func BenchmarkForward(b *testing.B) {
+	m, err := resnet.New(resnet.ResNet18(), 1)
+	require.NoError(b, err)
+	const h, w = 250, 250
+	for _, batch := range []int{1, 8} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: batch, Height: h, Width: w})
+			require.NoError(b, err)
+			defer e.Close()
+			wk := e.Workers()[0]
+			parts := [][]float32{randImages(batch, 3, h, w, 1)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := wk.CopyIn(0, parts); err != nil {
+					b.Fatal(err)
+				}
+				if err := wk.Compute(0, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sec := b.Elapsed().Seconds()
+			b.ReportMetric(float64(batch*b.N)/sec, "images/s")
+			b.ReportMetric(sec*1e3/float64(b.N), "ms/batch")
+		})
+	}
+}
