@@ -13,6 +13,47 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
+// benchCase is one configuration of BenchmarkWorker.
+type benchCase struct {
+	prec   backend.Precision
+	graphs bool
+	pipe   backend.Pipeline
+	batch  int
+	pinned bool
+}
+
+func (c benchCase) String() string {
+	g, in := "off", "pageable"
+	if c.graphs {
+		g = "on"
+	}
+	if c.pinned {
+		in = "pinned"
+	}
+	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s", c.prec, g, c.pipe, c.batch, in)
+}
+
+func benchCases() []benchCase {
+	var cs []benchCase
+	batches := []int{1, 32, 256}
+	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
+		for _, g := range []bool{false, true} {
+			for _, b := range batches {
+				cs = append(cs, benchCase{p, g, backend.Overlap, b, true})
+			}
+		}
+	}
+	for _, b := range batches {
+		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true})
+	}
+	for _, b := range batches[1:] {
+		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false})
+	}
+	return cs
+}
+
 // BenchmarkWorker drives one Worker directly with ResNet-18 at 250x250: fp32
 // input in host memory (pageable, or pinned from AllocHost), copies included.
 // Serial keeps one batch in flight; Overlap keeps three slots in flight from one
@@ -22,33 +63,27 @@ func BenchmarkWorker(b *testing.B) {
 	requireGPU(b)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
-	for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
-		for _, pipe := range []backend.Pipeline{backend.Serial, backend.Overlap} {
-			for _, batch := range []int{1, 32, 256} {
-				for _, input := range []string{"pageable", "pinned"} {
-					name := fmt.Sprintf("precision=%s/pipeline=%s/batch=%d/input=%s", prec, pipe, batch, input)
-					b.Run(name, func(b *testing.B) { benchWorker(b, m, prec, pipe, batch, input == "pinned") })
-				}
-			}
-		}
+	for _, c := range benchCases() {
+		b.Run(c.String(), func(b *testing.B) { benchWorker(b, m, c) })
 	}
 }
 
-func benchWorker(b *testing.B, m *resnet.Model, prec backend.Precision, pipe backend.Pipeline, batch int, pinned bool) {
+func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	slots := 1
-	if pipe == backend.Overlap {
+	if c.pipe == backend.Overlap {
 		slots = 3
 	}
+	batch := c.batch
 	t0 := time.Now()
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: slots, MaxBatch: batch, Height: 250, Width: 250,
-		Pipeline: pipe, Precision: prec, Batches: []int{batch}})
+		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Batches: []int{batch}})
 	require.NoError(b, err)
 	warm := time.Since(t0)
 	defer e.Close()
 	inputs := make([][]float32, slots)
 	for i := range inputs {
 		x := randomInput(batch, 250, 250, uint64(i))
-		if pinned {
+		if c.pinned {
 			p, err := e.(backend.Allocator).AllocHost(len(x))
 			require.NoError(b, err)
 			copy(p, x)

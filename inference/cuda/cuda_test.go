@@ -62,11 +62,13 @@ func relErr(got []float32, want []float64) (rel, scale float64) {
 }
 
 func tolerance(p backend.Precision) float64 {
-	if p == backend.TF32 {
-		return 1e-2
+	if p == backend.FP32 {
+		return 1e-4
 	}
-	return 1e-4
+	return 1e-2
 }
+
+var precisions = []backend.Precision{backend.FP32, backend.TF32, backend.FP16}
 
 func TestDescribe(t *testing.T) {
 	requireGPU(t)
@@ -113,9 +115,10 @@ func TestLogitsMatchReference(t *testing.T) {
 			want, err := m.Reference(x, tt.n, tt.h, tt.w)
 			require.NoError(t, err)
 			t.Logf("CPU float64 reference: %v", time.Since(t0).Round(time.Millisecond))
-			for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+			for _, cfg := range configs() {
+				prec := cfg.prec
 				opts := backend.Options{Workers: 1, Slots: 1, MaxBatch: tt.maxBatch, Height: tt.h, Width: tt.w,
-					Pipeline: tt.pipeline, Precision: prec, Batches: tt.batches}
+					Pipeline: tt.pipeline, Precision: prec, Batches: tt.batches, Graphs: cfg.graphs}
 				e, err := New().Open(m, opts)
 				require.NoError(t, err)
 				input := x
@@ -135,7 +138,7 @@ func TestLogitsMatchReference(t *testing.T) {
 				}
 				got := run(t, e, parts, tt.n)
 				rel, scale := relErr(got, want)
-				t.Logf("%s %s: max abs error %.3g = %.3g x max|logit| (%.3g)", tt.name, prec, rel*scale, rel, scale)
+				t.Logf("%s %s graphs=%v: max abs error %.3g = %.3g x max|logit| (%.3g)", tt.name, prec, cfg.graphs, rel*scale, rel, scale)
 				assert.LessOrEqual(t, rel, tolerance(prec), "%s: relative error", prec)
 				if tt.pinned {
 					require.NoError(t, e.(backend.Allocator).FreeHost(input))
@@ -157,7 +160,7 @@ func TestPyTorchReference(t *testing.T) {
 	require.NoError(t, err)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+			for _, prec := range precisions {
 				e, err := New().Open(c.Model, backend.Options{Workers: 1, Slots: 1, MaxBatch: c.N, Height: c.H, Width: c.W, Precision: prec})
 				require.NoError(t, err)
 				got := run(t, e, [][]float32{c.Input}, c.N)
@@ -170,17 +173,30 @@ func TestPyTorchReference(t *testing.T) {
 	}
 }
 
+type config struct {
+	prec   backend.Precision
+	graphs bool
+}
+
+func configs() []config {
+	var out []config
+	for _, p := range precisions {
+		out = append(out, config{p, false}, config{p, true})
+	}
+	return out
+}
+
 func TestWarmup(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
-	for _, prec := range []backend.Precision{backend.FP32, backend.TF32} {
+	for _, cfg := range configs() {
 		t0 := time.Now()
 		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 2, MaxBatch: 256, Height: 250, Width: 250,
-			Precision: prec, Batches: []int{1, 32, 256}})
+			Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}})
 		require.NoError(t, err)
 		open := time.Since(t0)
-		t.Logf("%s: Open %v, parts %v", prec, open.Round(time.Millisecond), e.Info().Setup)
+		t.Logf("%s graphs=%v: Open %v, parts %v", cfg.prec, cfg.graphs, open.Round(time.Millisecond), e.Info().Setup)
 		for _, kv := range e.Info().Config {
 			t.Logf("  %s: %s", kv.Key, kv.Value)
 		}
@@ -210,6 +226,50 @@ func TestSampler(t *testing.T) {
 	assert.True(t, u.HasBusy)
 	assert.Greater(t, u.Busy, 1.0)
 	assert.LessOrEqual(t, u.Busy, 100.0)
+}
+
+// TestFP16AgreesWithFP32 checks issue 5's bar: on 256 random inputs, FP16 picks
+// the same top class as FP32 for at least 99 % and its logits stay within 1e-2
+// of the logits' scale.
+func TestFP16AgreesWithFP32(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.ResNet18(), 7)
+	require.NoError(t, err)
+	const n = 256
+	x := randomInput(n, 250, 250, 11)
+	logits := map[backend.Precision][]float32{}
+	for _, prec := range []backend.Precision{backend.FP32, backend.FP16} {
+		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: n, Height: 250, Width: 250, Precision: prec})
+		require.NoError(t, err)
+		logits[prec] = run(t, e, [][]float32{x}, n)
+		require.NoError(t, e.Close())
+	}
+	want := make([]float64, len(logits[backend.FP32]))
+	for i, v := range logits[backend.FP32] {
+		want[i] = float64(v)
+	}
+	rel, scale := relErr(logits[backend.FP16], want)
+	classes := m.Arch.Classes
+	agree := 0
+	for i := 0; i < n; i++ {
+		if argmax(logits[backend.FP16][i*classes:(i+1)*classes]) == argmax(logits[backend.FP32][i*classes:(i+1)*classes]) {
+			agree++
+		}
+	}
+	t.Logf("fp16 vs fp32, %d images: top-1 agreement %d/%d, max abs error %.3g = %.3g x max|logit| (%.3g)",
+		n, agree, n, rel*scale, rel, scale)
+	assert.GreaterOrEqual(t, float64(agree)/n, 0.99, "top-1 agreement")
+	assert.LessOrEqual(t, rel, 1e-2, "relative error")
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i := range v {
+		if v[i] > v[best] {
+			best = i
+		}
+	}
+	return best
 }
 
 func TestOpenErrors(t *testing.T) {

@@ -75,12 +75,6 @@ func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	if opts.Precision == backend.FP16 {
-		return nil, errors.New("cuda: precision fp16 is not implemented yet (use fp32 or tf32)")
-	}
-	if opts.Graphs {
-		return nil, errors.New("cuda: CUDA graphs are not implemented yet")
-	}
 	if err := resnet.CheckInput(opts.Height, opts.Width); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
@@ -188,6 +182,16 @@ func (e *Engine) open() error {
 		}
 	}
 	tFirst := time.Since(t0)
+	setup := []backend.Part{{Name: "load", Time: tLoad}, {Name: "plan", Time: tPlan}, {Name: "first-inference", Time: tFirst}}
+	if e.opts.Graphs {
+		t0 = time.Now()
+		for _, w := range e.workers {
+			if err := w.capture(); err != nil {
+				return err
+			}
+		}
+		setup = append(setup, backend.Part{Name: "capture", Time: time.Since(t0)})
+	}
 
 	cfg, err := Describe()
 	if err != nil {
@@ -195,7 +199,7 @@ func (e *Engine) open() error {
 	}
 	e.info = backend.Info{
 		Config: append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)}),
-		Setup:  []backend.Part{{Name: "load", Time: tLoad}, {Name: "plan", Time: tPlan}, {Name: "first-inference", Time: tFirst}},
+		Setup:  setup,
 	}
 	e.sampler = newSampler(e)
 	return nil
@@ -233,10 +237,10 @@ func (e *Engine) openDevice(ord int) (*device, error) {
 			return fmt.Errorf("cuda: device %d: stream: %w", ord, err)
 		}
 		params := e.net.params
-		if d.params, err = cu.MemAlloc(int64(4 * len(params))); err != nil {
-			return fmt.Errorf("cuda: device %d: %d bytes for weights: %w", ord, 4*len(params), err)
+		if d.params, err = cu.MemAlloc(int64(len(params))); err != nil {
+			return fmt.Errorf("cuda: device %d: %d bytes for weights: %w", ord, len(params), err)
 		}
-		if err := cu.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), int64(4*len(params))); err != nil {
+		if err := cu.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), int64(len(params))); err != nil {
 			return fmt.Errorf("cuda: device %d: upload weights: %w", ord, err)
 		}
 		return nil

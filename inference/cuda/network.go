@@ -3,8 +3,10 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
@@ -12,24 +14,27 @@ import (
 )
 
 // network is the device-independent execution form of a folded model: every
-// parameter packed into one float32 array (uploaded once per device), the
+// parameter packed into one byte array (uploaded once per device), the
 // convolutions in execution order with their shapes and weight descriptors, and
 // the shared activation and pooling descriptors.
 type network struct {
 	dnn    *cudnn.Lib
-	params []float32
+	params []byte       // convolution weights and biases in the compute type, classifier in float32
 	convs  []*convLayer // stem, then per block: conv1, conv2, [down]
 	blocks []blockLayers
 	// Activation sizes in float32 values per image.
 	stemSize, actSize, feat int
 	classes                 int
-	fcW, fcB                int // offsets of the classifier's weight and bias in params
+	fcW, fcB                int // byte offsets of the classifier's weight and bias in params
 	poolH, poolW            int // after the stem's max-pool
 	lastH, lastW            int // before the average pool
 	fcBias                  cudnn.TensorDesc
 	relu, identity          cudnn.ActivationDesc
 	maxPool, avgPool        cudnn.PoolingDesc
-	dataType                cudnn.DataType
+	dataType                cudnn.DataType // of activations and convolution parameters
+	format                  cudnn.Format   // of activations and convolution weights
+	elem                    int            // bytes per activation value
+	transform               bool           // the NCHW float input is converted before the stem
 	math                    cudnn.MathType
 }
 
@@ -48,32 +53,74 @@ type convLayer struct {
 }
 
 // align keeps every parameter array on a 256-byte boundary.
-const align = 64
+const align = 256
 
-func (n *network) add(v []float32) int {
+// add appends v to params, as binary16 when half is set, and returns its byte offset.
+func (n *network) add(v []float32, half bool) int {
 	off := len(n.params)
-	n.params = append(n.params, v...)
+	for _, f := range v {
+		if half {
+			n.params = binary.LittleEndian.AppendUint16(n.params, toHalf(f))
+		} else {
+			n.params = binary.LittleEndian.AppendUint32(n.params, math.Float32bits(f))
+		}
+	}
 	for len(n.params)%align != 0 {
 		n.params = append(n.params, 0)
 	}
 	return off
 }
 
-func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, error) {
-	n := &network{dnn: dnn, classes: f.FC.Out, feat: f.FC.In, dataType: cudnn.Float, math: cudnn.FMAMath}
-	if o.Precision == backend.TF32 {
-		n.math = cudnn.TensorOpMath
+// ohwi reorders OIHW weights to OHWI, the layout of NHWC filters.
+func ohwi(c *resnet.FoldedConv) []float32 {
+	out := make([]float32, len(c.Weight))
+	kk := c.K * c.K
+	for o := 0; o < c.Out; o++ {
+		for i := 0; i < c.In; i++ {
+			for k := 0; k < kk; k++ {
+				out[(o*kk+k)*c.In+i] = c.Weight[(o*c.In+i)*kk+k]
+			}
+		}
 	}
+	return out
+}
+
+// layout returns the data type, tensor format and math type for precision p:
+// FP32 keeps NCHW float without tensor cores; TF32 and FP16 use NHWC, where
+// cuDNN's tensor-core kernels are fastest.
+func layout(p backend.Precision) (cudnn.DataType, cudnn.Format, cudnn.MathType) {
+	switch p {
+	case backend.TF32:
+		return cudnn.Float, cudnn.NHWC, cudnn.TensorOpMath
+	case backend.FP16:
+		return cudnn.Half, cudnn.NHWC, cudnn.TensorOpMath
+	}
+	return cudnn.Float, cudnn.NCHW, cudnn.FMAMath
+}
+
+func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, error) {
+	n := &network{dnn: dnn, classes: f.FC.Out, feat: f.FC.In}
+	n.dataType, n.format, n.math = layout(o.Precision)
+	n.elem = 4
+	if n.dataType == cudnn.Half {
+		n.elem = 2
+	}
+	half := n.dataType == cudnn.Half
+	n.transform = n.format != cudnn.NCHW || half
 	h, w := o.Height, o.Width
 	conv := func(c *resnet.FoldedConv, relu bool, inH, inW int) (*convLayer, error) {
 		l := &convLayer{index: len(n.convs), in: c.In, inH: inH, inW: inW, out: c.Out, outH: c.OutSize(inH), outW: c.OutSize(inW),
 			k: c.K, stride: c.Stride, pad: c.Pad, relu: relu}
-		l.w, l.b = n.add(c.Weight), n.add(c.Bias)
+		wt := c.Weight
+		if n.format == cudnn.NHWC {
+			wt = ohwi(c)
+		}
+		l.w, l.b = n.add(wt, half), n.add(c.Bias, half)
 		var err error
-		if l.filter, err = dnn.NewFilter4d(n.dataType, cudnn.NCHW, c.Out, c.In, c.K, c.K); err != nil {
+		if l.filter, err = dnn.NewFilter4d(n.dataType, n.format, c.Out, c.In, c.K, c.K); err != nil {
 			return nil, fmt.Errorf("cuda: %w", err)
 		}
-		if l.bias, err = dnn.NewTensor4d(cudnn.NCHW, n.dataType, 1, c.Out, 1, 1); err != nil {
+		if l.bias, err = dnn.NewTensor4d(n.format, n.dataType, 1, c.Out, 1, 1); err != nil {
 			return nil, fmt.Errorf("cuda: %w", err)
 		}
 		n.convs = append(n.convs, l)
@@ -117,9 +164,9 @@ func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv
 		n.blocks = append(n.blocks, b)
 	}
 	n.lastH, n.lastW = h, w
-	n.fcW, n.fcB = n.add(f.FC.Weight), n.add(f.FC.Bias)
+	n.fcW, n.fcB = n.add(f.FC.Weight, false), n.add(f.FC.Bias, false)
 	dnn := n.dnn
-	if n.fcBias, err = dnn.NewTensor4d(cudnn.NCHW, n.dataType, 1, n.classes, 1, 1); err != nil {
+	if n.fcBias, err = dnn.NewTensor4d(cudnn.NCHW, cudnn.Float, 1, n.classes, 1, 1); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	if n.relu, err = dnn.NewActivation(cudnn.ActivationReLU, cudnn.NotPropagateNaN); err != nil {

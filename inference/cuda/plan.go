@@ -15,6 +15,8 @@ type plan struct {
 	n                              int
 	convs                          []convPlan // as network.convs
 	stemOut, poolOut, last, gapOut cudnn.TensorDesc
+	input                          cudnn.TensorDesc // the float NCHW input, when network.transform
+	featF                          cudnn.TensorDesc // float features, for half-precision networks
 	logits                         cudnn.TensorDesc
 	ws                             uintptr // the most workspace any convolution needs
 }
@@ -46,7 +48,7 @@ func (p *plan) destroy() {
 		c.conv.Destroy()
 	}
 	p.convs = nil
-	for _, d := range []cudnn.TensorDesc{p.stemOut, p.poolOut, p.last, p.gapOut, p.logits} {
+	for _, d := range []cudnn.TensorDesc{p.stemOut, p.poolOut, p.last, p.gapOut, p.input, p.featF, p.logits} {
 		d.Destroy()
 	}
 }
@@ -66,7 +68,10 @@ func (e *Engine) newPlan(n int, choose chooser) (*plan, error) {
 			p.destroy()
 		}
 	}()
-	t4 := func(c, h, w int) (cudnn.TensorDesc, error) { return dnn.NewTensor4d(cudnn.NCHW, dt, n, c, h, w) }
+	t4 := func(c, h, w int) (cudnn.TensorDesc, error) { return dnn.NewTensor4d(net.format, dt, n, c, h, w) }
+	f4 := func(c, h, w int) (cudnn.TensorDesc, error) {
+		return dnn.NewTensor4d(cudnn.NCHW, cudnn.Float, n, c, h, w)
+	}
 	var err error
 	for i, l := range net.convs {
 		c := &p.convs[i]
@@ -103,8 +108,18 @@ func (e *Engine) newPlan(n int, choose chooser) (*plan, error) {
 	if p.gapOut, err = t4(net.feat, 1, 1); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if p.logits, err = t4(net.classes, 1, 1); err != nil {
+	if p.logits, err = f4(net.classes, 1, 1); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if net.transform {
+		if p.input, err = f4(3, e.opts.Height, e.opts.Width); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+	}
+	if net.elem != 4 {
+		if p.featF, err = f4(net.feat, 1, 1); err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
 	}
 	ok = true
 	return p, nil
@@ -163,6 +178,9 @@ func (e *Engine) prepare() (uintptr, error) {
 				x, y := w.act[0], w.act[1]
 				if l.index == 0 {
 					x, y = w.slots[0].in, w.stem
+					if e.net.transform {
+						x = w.x
+					}
 				}
 				res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, find, findWorkspace)
 				if err != nil {

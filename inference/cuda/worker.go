@@ -30,15 +30,19 @@ type worker struct {
 	dnn           cudnn.Handle
 	blas          cublas.Handle
 
+	x      uintptr    // the input converted to the network's layout and type (network.transform)
 	stem   uintptr    // stem output, MaxBatch images
 	act    [4]uintptr // block activations, MaxBatch images each
 	feat   uintptr    // average-pool output
+	featF  uintptr    // the same in float32, for half-precision networks
 	ws     uintptr
 	wsSize uintptr
 
-	slots []slot
-	wg    sync.WaitGroup // staging copies of the CopyIn in progress
-	mem   []uintptr      // device allocations to free
+	slots  []slot
+	graphs []map[int]cudadrv.Exec // per slot, by batch size: the captured forward pass (Options.Graphs)
+	blasWS uintptr                // cuBLAS workspace, so that captured GEMMs allocate nothing
+	wg     sync.WaitGroup         // staging copies of the CopyIn in progress
+	mem    []uintptr              // device allocations to free
 }
 
 // slot is one batch in flight.
@@ -53,7 +57,7 @@ type slot struct {
 	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1 cu.Event
 }
 
-func (d *device) param(off int) uintptr { return uintptr(d.params) + uintptr(4*off) }
+func (d *device) param(off int) uintptr { return uintptr(d.params) + uintptr(off) }
 
 func allocDevice(bytes int) (uintptr, error) {
 	p, err := cu.MemAlloc(int64(bytes))
@@ -126,19 +130,36 @@ func (w *worker) init() error {
 	if err := w.blas.SetMath(math); err != nil {
 		return err
 	}
-	b := o.MaxBatch
-	if w.stem, err = w.alloc(4 * b * net.stemSize); err != nil {
+	if w.blasWS, err = w.alloc(blasWorkspace); err != nil {
 		return err
 	}
-	for i := range w.act {
-		if w.act[i], err = w.alloc(4 * b * net.actSize); err != nil {
+	if err := w.blas.SetWorkspace(w.blasWS, blasWorkspace); err != nil {
+		return err
+	}
+	b, el := o.MaxBatch, net.elem
+	per := 3 * o.Height * o.Width
+	if net.transform {
+		if w.x, err = w.alloc(el * b * per); err != nil {
 			return err
 		}
 	}
-	if w.feat, err = w.alloc(4 * b * net.feat); err != nil {
+	if w.stem, err = w.alloc(el * b * net.stemSize); err != nil {
 		return err
 	}
-	per := 3 * o.Height * o.Width
+	for i := range w.act {
+		if w.act[i], err = w.alloc(el * b * net.actSize); err != nil {
+			return err
+		}
+	}
+	if w.feat, err = w.alloc(el * b * net.feat); err != nil {
+		return err
+	}
+	w.featF = w.feat
+	if el != 4 {
+		if w.featF, err = w.alloc(4 * b * net.feat); err != nil {
+			return err
+		}
+	}
 	w.slots = make([]slot, o.Slots)
 	for i := range w.slots {
 		s := &w.slots[i]
@@ -161,6 +182,43 @@ func (w *worker) init() error {
 		}
 	}
 	return nil
+}
+
+// blasWorkspace is the cuBLAS workspace of a worker in bytes.
+const blasWorkspace = 32 << 20
+
+// capture records the forward pass of every prepared batch size for every slot
+// into a CUDA graph, then replays each once.
+func (w *worker) capture() error {
+	return withContext(w.dev, func() error {
+		stream := unsafe.Pointer(w.comp.C())
+		w.graphs = make([]map[int]cudadrv.Exec, len(w.slots))
+		for i := range w.slots {
+			s := &w.slots[i]
+			w.graphs[i] = map[int]cudadrv.Exec{}
+			for _, n := range w.e.opts.Batches {
+				if err := cudadrv.BeginCapture(stream); err != nil {
+					return w.wrap("capture", err)
+				}
+				ferr := w.forward(w.e.plans[n], s.in, s.outDev)
+				g, err := cudadrv.EndCapture(stream)
+				if err := errors.Join(ferr, err); err != nil {
+					_ = g.Destroy()
+					return w.wrap(fmt.Sprintf("capture of batch %d", n), err)
+				}
+				exec, err := g.Instantiate()
+				_ = g.Destroy()
+				if err != nil {
+					return w.wrap("capture", err)
+				}
+				w.graphs[i][n] = exec
+				if err := exec.Launch(stream); err != nil {
+					return w.wrap("graph launch", err)
+				}
+			}
+		}
+		return w.wrap("graph replay", w.comp.Synchronize())
+	})
 }
 
 // allocWorkspace gives the worker n bytes of convolution workspace.
@@ -217,6 +275,12 @@ func (w *worker) close() error {
 			}
 		}
 		w.slots = nil
+		for _, m := range w.graphs {
+			for _, g := range m {
+				errs = append(errs, g.Destroy())
+			}
+		}
+		w.graphs = nil
 		for _, p := range w.mem {
 			freeDevice(p)
 		}
@@ -318,7 +382,16 @@ func (w *worker) Compute(slot, n int) error {
 	if err := s.evComp0.Record(w.comp); err != nil {
 		return w.wrap("compute", err)
 	}
-	if err := w.forward(p, s.in, s.outDev); err != nil {
+	var graph cudadrv.Exec
+	ok := false
+	if w.graphs != nil {
+		graph, ok = w.graphs[slot][n]
+	}
+	if ok {
+		if err := graph.Launch(unsafe.Pointer(w.comp.C())); err != nil {
+			return w.wrap("compute", err)
+		}
+	} else if err := w.forward(p, s.in, s.outDev); err != nil {
 		return w.wrap("compute", err)
 	}
 	return w.wrap("compute", s.evComp1.Record(w.comp))
@@ -395,6 +468,12 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 		}
 		return h.AddTensor(1, l.bias, b, 1, c.y, y)
 	}
+	if net.transform {
+		if err := h.Transform(1, p.input, in, 0, p.convs[0].x, w.x); err != nil {
+			return fmt.Errorf("input conversion: %w", err)
+		}
+		in = w.x
+	}
 	if err := conv(net.convs[0], in, w.stem, 0); err != nil {
 		return fmt.Errorf("stem: %w", err)
 	}
@@ -430,9 +509,14 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 	if err := h.Pool(net.avgPool, 1, p.last, w.act[cur], 0, p.gapOut, w.feat); err != nil {
 		return fmt.Errorf("average pool: %w", err)
 	}
+	if w.featF != w.feat {
+		if err := h.Transform(1, p.gapOut, w.feat, 0, p.featF, w.featF); err != nil {
+			return fmt.Errorf("feature conversion: %w", err)
+		}
+	}
 	// logits^T (classes x n, column-major) = W (classes x feat) * feat^T.
 	if err := w.blas.Sgemm(cublas.OpT, cublas.OpN, net.classes, p.n, net.feat, 1,
-		w.dev.param(net.fcW), net.feat, w.feat, net.feat, 0, out, net.classes); err != nil {
+		w.dev.param(net.fcW), net.feat, w.featF, net.feat, 0, out, net.classes); err != nil {
 		return fmt.Errorf("classifier: %w", err)
 	}
 	if err := h.AddTensor(1, net.fcBias, w.dev.param(net.fcB), 1, p.logits, out); err != nil {
