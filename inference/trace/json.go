@@ -53,6 +53,7 @@ type span struct {
 	device     bool
 	deviceDur  int64 // device-measured duration, when device
 	hostDur    int64 // the host span's duration, absent if unknown
+	seq        int   // creation order, the last tie-breaker of sorts
 	lane       int   // within the track
 	pid, tid   int   // once the lanes are numbered
 }
@@ -133,7 +134,8 @@ func appendSpans(out []span, info *batchInfo) []span {
 // layout turns the batches into spans placed on lanes, with pid and tid set,
 // sorted by start time, and returns them with the lanes in display order and
 // the origin of the time axis.
-func layout(recs []record, reqChunks [][]requestRecord) (spans []span, lanes []laneKey, origin int64) {
+func layout(recs []record, reqChunks [][]requestRecord) (sorted []*span, lanes []laneKey, origin int64) {
+	var spans []span
 	infos := make([]batchInfo, len(recs))
 	for i := range recs {
 		b := &recs[i]
@@ -150,24 +152,27 @@ func layout(recs []record, reqChunks [][]requestRecord) (spans []span, lanes []l
 	if len(spans) == 0 {
 		return nil, nil, 0
 	}
+	// Sort pointers: a span is large.
+	sorted = make([]*span, len(spans))
 	origin = spans[0].start
 	for i := range spans {
 		s := &spans[i]
+		s.seq = i
 		s.end = max(s.end, s.start)
 		origin = min(origin, s.start)
+		sorted[i] = s
 	}
-	slices.SortStableFunc(spans, func(a, b span) int {
-		return cmp.Or(compareKeys(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
+	slices.SortFunc(sorted, func(a, b *span) int {
+		return cmp.Or(compareKeys(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end), cmp.Compare(a.seq, b.seq))
 	})
 
 	// Lanes: within a track, a span goes on the first lane that is free at
 	// its start. Spans are sorted by track, then start.
 	var laneEnds []int64
-	for i := range spans {
-		if i == 0 || spans[i].key != spans[i-1].key {
+	for i, s := range sorted {
+		if i == 0 || s.key != sorted[i-1].key {
 			laneEnds = laneEnds[:0]
 		}
-		s := &spans[i]
 		s.lane = -1
 		for l, end := range laneEnds {
 			if s.start >= end {
@@ -193,14 +198,13 @@ func layout(recs []record, reqChunks [][]requestRecord) (spans []span, lanes []l
 		}
 		tids[l] = tid
 	}
-	for i := range spans {
-		s := &spans[i]
+	for _, s := range sorted {
 		s.pid, s.tid = processID(s.key.device), tids[laneKey{s.key, s.lane}]
 	}
-	slices.SortStableFunc(spans, func(a, b span) int {
-		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid))
+	slices.SortFunc(sorted, func(a, b *span) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid), cmp.Compare(a.seq, b.seq))
 	})
-	return spans, lanes, origin
+	return sorted, lanes, origin
 }
 
 // laneKey is one thread of the trace: a lane of a track.
@@ -293,7 +297,7 @@ func appendEvent(buf []byte, s *span, origin int64) []byte {
 // object format: {"traceEvents": [...], "displayTimeUnit": "ns"}, one event
 // per line. Times are microseconds from the earliest span.
 func (r *Recorder) WriteJSON(w io.Writer) error {
-	var spans []span
+	var spans []*span
 	var lanes []laneKey
 	var origin int64
 	if r != nil {
@@ -328,7 +332,7 @@ func (r *Recorder) WriteJSON(w io.Writer) error {
 	}
 	for _, s := range spans {
 		next()
-		buf = appendEvent(buf, &s, origin)
+		buf = appendEvent(buf, s, origin)
 		if len(buf) > 32<<10 {
 			bw.Write(buf)
 			buf = buf[:0]
