@@ -3,6 +3,7 @@ package trace
 import (
 	"bufio"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -237,7 +238,8 @@ func appendMeta(buf []byte, name string, pid, tid int, key string, value any) []
 	buf = append(buf, `":`...)
 	switch v := value.(type) {
 	case string:
-		buf = strconv.AppendQuote(buf, v)
+		q, _ := json.Marshal(v) // a string always encodes
+		buf = append(buf, q...)
 	case int:
 		buf = strconv.AppendInt(buf, int64(v), 10)
 	}
