@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""PyTorch side by side: measure torchvision ResNet-18 the way our Go suite
+measures itself, and print the results in the Go benchmark format.
+
+For every back-end (eager, torch.compile), precision (fp32, tf32, fp16) and
+batch size this script:
+
+1. Builds the model as our server does: a random-init resnet18() state dict
+   is saved once to a temporary checkpoint (nothing is downloaded); a server
+   loads it onto the GPU (load-ns), converts it (eval, fp16 + channels-last,
+   torch.compile: setup-ns) and answers a first request (first-ns, which
+   includes compilation); warmup-ns is the sum. Eager builds a new server
+   every run; torch.compile builds one per configuration (compiling is most
+   of the time) and reports warm-up with its first run only.
+2. Allocates one pinned 3x250x250 fp32 input batch, filled on the CPU with
+   torch.randn, reused for every request (our suite allocates its input from
+   the server, in pinned memory, the same way).
+3. Burst load, as our BenchmarkServer with load=burst: after one warm-up
+   request, all N requests are put on a queue at once; one worker thread
+   takes them in order and, on its own CUDA stream, copies the batch in
+   (h2d-ns, including the fp32 -> fp16 cast on the GPU), runs the model
+   (compute-ns) and copies the logits back to pinned memory (d2h-ns). Latency
+   is measured from the burst's start (queueing included, as in the seed).
+   sec/op is the wall time of the whole burst divided by N.
+4. Model only (BenchmarkForward): the input already on the GPU, the forward
+   pass alone, synchronised per batch.
+
+The names match our suite's with backend=pytorch-eager or
+backend=pytorch-compile, so
+    go tool benchstat -table '' -col /backend go.txt pytorch.txt
+puts Go and PyTorch in one table. Needs a CUDA GPU, torch and torchvision.
+
+Usage:
+    python3 scripts/pytorch_bench.py --batches 1,32,256 --count 6 > results/<gpu>/pytorch.txt
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+UNITS = [
+    ("samples/s", "higher"), ("req/s", "higher"),
+    ("mean-latency-ns", "lower"), ("std-latency-ns", "lower"), ("min-latency-ns", "lower"),
+    ("max-latency-ns", "lower"), ("p50-latency-ns", "lower"), ("p90-latency-ns", "lower"),
+    ("p99-latency-ns", "lower"), ("p999-latency-ns", "lower"),
+    ("warmup-ns", "lower"), ("load-ns", "lower"), ("setup-ns", "lower"), ("first-ns", "lower"),
+    ("queue-ns", "lower"), ("h2d-ns", "lower"), ("compute-ns", "lower"), ("d2h-ns", "lower"),
+    ("gpu-util-pct", "higher"),
+]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backends", default="eager,compile", help="eager, compile (comma-separated)")
+    p.add_argument("--batches", default="1,32,256", help="images per request")
+    p.add_argument("--precisions", default="fp32,fp16", help="fp32, tf32, fp16")
+    p.add_argument("--requests", type=int, default=100, help="requests per burst (our -benchtime Nx)")
+    p.add_argument("--count", type=int, default=3, help="runs per configuration (our -count)")
+    p.add_argument("--size", default="250x250", help="input HxW")
+    p.add_argument("--forward-iters", type=int, default=50, help="model-only iterations per run (0 = skip)")
+    p.add_argument("--procs", type=int, default=None,
+                   help="GOMAXPROCS suffix to append to names, as Go does (default: usable CPUs)")
+    p.add_argument("--no-header", action="store_true", help="do not print config and Unit lines (to append)")
+    p.add_argument("--seed", type=int, default=1)
+    return p.parse_args(argv)
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def words(s):
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def driver_version():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def header(torch, torchvision):
+    lines = [
+        ("goos", "linux" if sys.platform.startswith("linux") else sys.platform),
+        ("goarch", {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())),
+        ("pkg", "github.com/inferbench/inferbench"),
+        ("cpu", cpu_name()),
+        ("gpu", torch.cuda.get_device_name(0)),
+        ("driver", driver_version()),
+        ("cuda", torch.version.cuda or ""),
+        ("cudnn", str(torch.backends.cudnn.version() or "")),
+        ("torch", torch.__version__),
+        ("torchvision", torchvision.__version__),
+        ("python", platform.python_version()),
+        ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")),
+    ]
+    for k, v in lines:
+        if v:
+            print(f"{k}: {v}")
+    for unit, better in UNITS:
+        print(f"Unit {unit} better={better}")
+    sys.stdout.flush()
+
+
+class UtilSampler:
+    """Samples NVML GPU utilisation every 10 ms on a thread, if pynvml exists."""
+
+    def __init__(self):
+        self.ok = False
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.ok = True
+        except Exception:  # pynvml missing or NVML unavailable: no gpu-util-pct
+            pass
+
+    def start(self):
+        self.samples, self.stop_ev = [], threading.Event()
+        if self.ok:
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+
+    def _run(self):
+        while not self.stop_ev.wait(0.01):
+            self.samples.append(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+
+    def stop(self):
+        if not self.ok:
+            return None
+        self.stop_ev.set()
+        self.thread.join()
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+class Server:
+    """A minimal serving loop: a request queue and one worker thread that
+    copies in, computes and copies out on its own stream (pipeline=serial,
+    workers=1)."""
+
+    def __init__(self, torch, model, batch, h, w, fp16):
+        self.torch, self.model, self.fp16 = torch, model, fp16
+        self.stream = torch.cuda.Stream()
+        dtype = torch.float16 if fp16 else torch.float32
+        fmt = torch.channels_last if fp16 else torch.contiguous_format
+        self.x32 = torch.empty((batch, 3, h, w), device="cuda")
+        self.x = torch.empty((batch, 3, h, w), device="cuda", dtype=dtype).to(memory_format=fmt)
+        self.out = torch.empty((batch, 1000), pin_memory=True)
+        self.requests = queue.Queue()
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
+
+    def _work(self):
+        torch = self.torch
+        with torch.cuda.stream(self.stream), torch.inference_mode():
+            while True:
+                req = self.requests.get()
+                if req is None:
+                    return
+                inp, sent, reply = req
+                t0 = time.perf_counter_ns()
+                self.x32.copy_(inp, non_blocking=True)
+                self.x.copy_(self.x32)  # cast and layout on the GPU
+                self.stream.synchronize()
+                t1 = time.perf_counter_ns()
+                logits = self.model(self.x)
+                self.stream.synchronize()
+                t2 = time.perf_counter_ns()
+                self.out.copy_(logits, non_blocking=True)
+                self.stream.synchronize()
+                t3 = time.perf_counter_ns()
+                reply.put((sent, t0, t1, t2, t3))
+
+    def infer(self, inp):
+        reply = queue.Queue(maxsize=1)
+        self.requests.put((inp, time.perf_counter_ns(), reply))
+        return reply.get()
+
+    def close(self):
+        self.requests.put(None)
+        self.thread.join()
+
+
+def percentile(sorted_vals, q):
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_vals:
+        return 0.0
+    k = max(0, min(len(sorted_vals) - 1, int(-(-q * len(sorted_vals) // 1)) - 1))
+    return sorted_vals[k]
+
+
+def burst(server, inp, n):
+    """Sends n requests at once after one warm-up request; returns metrics."""
+    server.infer(inp)  # warm-up request, as our burst load does
+    replies = []
+    start = time.perf_counter_ns()
+    for _ in range(n):
+        r = queue.Queue(maxsize=1)
+        server.requests.put((inp, start, r))
+        replies.append(r)
+    results = [r.get() for r in replies]
+    end = max(t3 for _, _, _, _, t3 in results)
+    wall = end - start
+    lat = sorted(t3 - sent for sent, _, _, _, t3 in results)
+    mean = sum(lat) / n
+    std = (sum((x - mean) ** 2 for x in lat) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return {
+        "ns/op": wall / n,
+        "req/s": n / (wall / 1e9),
+        "mean-latency-ns": mean, "std-latency-ns": std, "min-latency-ns": lat[0], "max-latency-ns": lat[-1],
+        "p50-latency-ns": percentile(lat, 0.50), "p90-latency-ns": percentile(lat, 0.90),
+        "p99-latency-ns": percentile(lat, 0.99), "p999-latency-ns": percentile(lat, 0.999),
+        "queue-ns": sum(t0 - sent for sent, t0, _, _, _ in results) / n,
+        "h2d-ns": sum(t1 - t0 for _, t0, t1, _, _ in results) / n,
+        "compute-ns": sum(t2 - t1 for _, _, t1, t2, _ in results) / n,
+        "d2h-ns": sum(t3 - t2 for _, _, _, t2, t3 in results) / n,
+    }
+
+
+def fmt_line(name, n, metrics):
+    parts = [name, str(n), f"{metrics.pop('ns/op'):.0f} ns/op"]
+    for unit, _ in UNITS:
+        if unit in metrics and metrics[unit] is not None:
+            v = metrics[unit]
+            parts.append(f"{v:.0f} {unit}" if unit.endswith("-ns") else f"{v:.2f} {unit}")
+    return "\t".join(parts)
+
+
+def build_model(torch, torchvision, ckpt, backend, precision):
+    """Loads the checkpoint and prepares the model; returns it with the load
+    and setup times in ns."""
+    t0 = time.perf_counter_ns()
+    state = torch.load(ckpt, map_location="cuda", mmap=True, weights_only=True)
+    with torch.device("meta"):
+        model = torchvision.models.resnet18()
+    model.load_state_dict(state, assign=True)
+    torch.cuda.synchronize()
+    t1 = time.perf_counter_ns()
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    model.eval()
+    if precision == "fp16":
+        model = model.half().to(memory_format=torch.channels_last)
+    if backend == "compile":
+        model = torch.compile(model)
+    torch.cuda.synchronize()
+    return model, t1 - t0, time.perf_counter_ns() - t1
+
+
+def main(argv):
+    args = parse_args(argv)
+    import torch
+    import torchvision
+
+    if not torch.cuda.is_available():
+        print("pytorch_bench: no CUDA device", file=sys.stderr)
+        return 1
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.benchmark = True
+    h, w = (int(x) for x in args.size.split("x"))
+    procs = args.procs if args.procs is not None else len(os.sched_getaffinity(0))
+    suffix = f"-{procs}" if procs != 1 else ""
+    if not args.no_header:
+        header(torch, torchvision)
+
+    tmp = tempfile.mkdtemp(prefix="pytorch_bench")
+    ckpt = os.path.join(tmp, "resnet18-random.pth")
+    torch.save(torchvision.models.resnet18().state_dict(), ckpt)
+    sampler = UtilSampler()
+
+    for backend in words(args.backends):
+        for precision in words(args.precisions):
+            for batch in ints(args.batches):
+                sub = f"backend=pytorch-{backend}/batch={batch}"
+                server_name = (f"BenchmarkServer/{sub}/workers=1/pipeline=serial/precision={precision}"
+                               f"/graphs=off/devices=1/load=burst{suffix}")
+                fwd_name = f"BenchmarkForward/{sub}/precision={precision}{suffix}"
+                inp = torch.randn(batch, 3, h, w).pin_memory()
+                server = model = None
+                for run in range(args.count):
+                    # Eager builds its server every run, as each of our
+                    # benchmark runs does, so warm-up is measured per run.
+                    # torch.compile would spend most of the time compiling:
+                    # it builds once per configuration and reports warm-up
+                    # with the first run only.
+                    warm = {}
+                    if server is None or backend == "eager":
+                        if server is not None:
+                            server.close()
+                        torch._dynamo.reset()
+                        model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, backend, precision)
+                        server = Server(torch, model, batch, h, w, precision == "fp16")
+                        t = time.perf_counter_ns()
+                        server.infer(inp)
+                        first_ns = time.perf_counter_ns() - t
+                        warm = {"warmup-ns": load_ns + setup_ns + first_ns, "load-ns": load_ns,
+                                "setup-ns": setup_ns, "first-ns": first_ns}
+                    sampler.start()
+                    m = burst(server, inp, args.requests)
+                    m["gpu-util-pct"] = sampler.stop()
+                    m["samples/s"] = m["req/s"] * batch
+                    m.update(warm)
+                    print(fmt_line(server_name, args.requests, m), flush=True)
+
+                    if args.forward_iters > 0:
+                        x = server.x
+                        with torch.inference_mode():
+                            for _ in range(3):
+                                model(x)
+                            torch.cuda.synchronize()
+                            t = time.perf_counter_ns()
+                            for _ in range(args.forward_iters):
+                                model(x)
+                                torch.cuda.synchronize()
+                            ns = (time.perf_counter_ns() - t) / args.forward_iters
+                        print(fmt_line(fwd_name, args.forward_iters,
+                                       {"ns/op": ns, "samples/s": batch / (ns / 1e9)}), flush=True)
+                server.close()
+                del server, model, inp
+                torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
