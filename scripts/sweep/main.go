@@ -9,13 +9,16 @@
 //  2. Build the root test binary once (go test -c, with -tags cuda when the
 //     matrix uses the cuda back-end), or take a prebuilt one with -bin: the
 //     GPU machine has no Go toolchain.
-//  3. Run the binary once with -test.bench '^BenchmarkServer$',
-//     -test.count N and the matrix as the suite's own list flags, so that the
-//     N rounds interleave all configurations.
+//  3. Run the binary N times (-count N) with -test.bench '^BenchmarkServer$',
+//     -test.count=1 and the matrix as the suite's own list flags, so that the
+//     N rounds interleave all configurations and a drift in machine speed
+//     hits all alike (-interleave=false: one run with -test.count=N, which
+//     repeats each configuration back to back).
 //  4. Show progress on stderr (k/N results, elapsed time, ETA) while the
 //     output streams into results/tmp/.
-//  5. Prepend config lines (matrix, commit, date) to the binary's own (goos,
-//     cpu, gpu, driver, Unit lines) and move the file to
+//  5. Keep the config lines of the first round only (a new date: line would
+//     split benchstat's tables), prepend ours (matrix, and commit and date if
+//     the binary did not print them) and move the file to
 //     results/<gpu-or-cpu>/<name>.txt.
 //
 // Usage:

@@ -29,6 +29,7 @@ type options struct {
 	machine    string // results subdirectory; empty means from the gpu: or cpu: line
 	commit     string
 	dryRun     bool
+	interleave bool     // run the binary count times with -test.count=1
 	extra      []string // flags after --, passed to the binary as they are
 }
 
@@ -50,6 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&opts.out, "out", "results", "results `dir`")
 	fs.StringVar(&opts.machine, "machine", "", "results subdirectory (default: the GPU name, else the CPU name)")
 	fs.StringVar(&opts.commit, "commit", "", "commit to record (default: git rev-parse HEAD)")
+	fs.BoolVar(&opts.interleave, "interleave", true, "run the binary -count times with -test.count=1, so that a drift in machine speed hits every configuration alike (false: one run with -test.count=N, which repeats each configuration back to back)")
 	fs.BoolVar(&opts.dryRun, "n", false, "print the command and the number of configurations, run nothing")
 	over := map[string]*string{}
 	for _, d := range (&matrix{}).dims() {
@@ -112,7 +114,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if bin == "" {
 			bin = "<go test -c -tags '" + opts.tags + "'>"
 		}
-		fmt.Fprintf(stdout, "%d configurations x %d runs = %d results\n%s %s\n", opts.m.size(), opts.count, total, bin, strings.Join(binArgs, " "))
+		rounds := ""
+		if opts.interleave {
+			binArgs[2] = "-test.count=1"
+			rounds = fmt.Sprintf(" (%d rounds of)", opts.count)
+		}
+		fmt.Fprintf(stdout, "%d configurations x %d runs = %d results\n%s%s %s\n", opts.m.size(), opts.count, total, bin, rounds, strings.Join(binArgs, " "))
 		return nil
 	}
 	bin := opts.bin
@@ -143,27 +150,41 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer tmp.Close()
 
-	cmd := exec.Command(bin, binArgs...)
-	cmd.Dir, cmd.Stderr = root, stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
+	rounds := 1
+	if opts.interleave {
+		rounds = opts.count
+		binArgs[2] = "-test.count=1"
 	}
-	fmt.Fprintf(stderr, "sweep: %s: %d configurations x %d runs; %s %s\n", opts.matrixName, opts.m.size(), opts.count, bin, strings.Join(binArgs, " "))
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	rec := &recorder{w: tmp, total: total, start: start, now: time.Now, progress: stderr, config: map[string]string{}}
-	scanErr := rec.consume(pipe)
-	waitErr := cmd.Wait()
-	if err := errors.Join(scanErr, waitErr); err != nil {
-		return fmt.Errorf("sweep: benchmark binary failed after %d results (partial output in %s): %w", rec.done, tmp.Name(), err)
+	fmt.Fprintf(stderr, "sweep: %s: %d configurations x %d runs in %d round(s); %s %s\n",
+		opts.matrixName, opts.m.size(), opts.count, rounds, bin, strings.Join(binArgs, " "))
+	rec := &recorder{w: tmp, total: total, start: time.Now(), now: time.Now, progress: stderr, config: map[string]string{}}
+	for round := 1; round <= rounds; round++ {
+		// Rounds after the first drop their config lines: a new date:
+		// line would make benchstat split the file into tables.
+		rec.skipConfig = round > 1
+		if err := runBinary(root, bin, binArgs, rec, stderr); err != nil {
+			return fmt.Errorf("sweep: benchmark binary failed in round %d after %d results (partial output in %s): %w", round, rec.done, tmp.Name(), err)
+		}
 	}
 	if rec.done == 0 {
 		return fmt.Errorf("sweep: no benchmark results (does the binary have %s?); output in %s", opts.bench, tmp.Name())
 	}
 	return finish(opts, rec, tmp, stdout, stderr)
+}
+
+// runBinary runs the test binary once in dir root, feeding its output to rec.
+func runBinary(root, bin string, args []string, rec *recorder, stderr io.Writer) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Stderr = root, stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	scanErr := rec.consume(pipe)
+	return errors.Join(scanErr, cmd.Wait())
 }
 
 // finish writes the results file: our config lines (for keys the binary did
@@ -238,6 +259,8 @@ type recorder struct {
 	now      func() time.Time
 	progress io.Writer
 	config   map[string]string // config lines seen: gpu, cpu, commit...
+	// skipConfig drops config and Unit lines instead of copying them.
+	skipConfig bool
 }
 
 // configLine matches a benchmark-format configuration line.
@@ -248,8 +271,11 @@ func (r *recorder) consume(in io.Reader) error {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if _, err := fmt.Fprintln(r.w, line); err != nil {
-			return err
+		isConfig := configLine.MatchString(line) || strings.HasPrefix(line, "Unit ")
+		if !(r.skipConfig && isConfig) {
+			if _, err := fmt.Fprintln(r.w, line); err != nil {
+				return err
+			}
 		}
 		switch {
 		case strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t"):
@@ -257,8 +283,9 @@ func (r *recorder) consume(in io.Reader) error {
 			name, _, _ := strings.Cut(line, "\t")
 			fmt.Fprintf(r.progress, "sweep: %s %s\n", progressLine(r.done, r.total, r.now().Sub(r.start)), strings.TrimSpace(name))
 		case configLine.MatchString(line):
-			m := configLine.FindStringSubmatch(line)
-			r.config[m[1]] = m[2]
+			if m := configLine.FindStringSubmatch(line); !r.skipConfig {
+				r.config[m[1]] = m[2]
+			}
 		case line == "" || line == "PASS" || strings.HasPrefix(line, "Unit ") || strings.HasPrefix(line, "Benchmark"):
 		default:
 			// Test output such as skips and failures: show it.

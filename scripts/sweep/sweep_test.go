@@ -27,11 +27,13 @@ func TestSweepWithFakeBinary(t *testing.T) {
 	assert.True(t, strings.HasPrefix(text, "# sweep -matrix seed -count 3 -benchtime 100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial"), "header: %q", text[:min(len(text), 200)])
 	assert.Contains(t, text, "\nmatrix: seed\ncommit: abc123\ndate: ")
 	assert.Contains(t, text, "\ngpu: NVIDIA H200\n")
-	assert.Contains(t, text, "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=3 -test.benchtime=100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -size=224x224\n")
+	assert.Equal(t, 1, strings.Count(text, "\ngpu: "), "config lines of later rounds must be dropped")
+	assert.Equal(t, 1, strings.Count(text, "\nUnit samples/s"), "Unit lines of later rounds must be dropped")
+	assert.Contains(t, text, "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -size=224x224\n")
 	assert.Equal(t, 6, strings.Count(text, "\nBenchmarkServer/"), "results in file")
 
 	progress := stderr.String()
-	for _, want := range []string{"[1/6]", "[6/6] 100%", "eta", "a test log line", "2 configurations x 3 runs"} {
+	for _, want := range []string{"[1/6]", "[6/6] 100%", "eta", "a test log line", "2 configurations x 3 runs in 3 round(s)"} {
 		assert.Contains(t, progress, want)
 	}
 	assert.NotContains(t, progress, "\n  PASS")
@@ -46,13 +48,26 @@ func TestSweepWithFakeBinary(t *testing.T) {
 	assert.Empty(t, tmps, "temporary files left behind")
 }
 
+func TestSweepOneProcess(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"-matrix", "cpu-quick", "-workers", "1", "-count", "2", "-interleave=false",
+		"-bin", "testdata/fakebench.sh", "-out", out, "-machine", "ci", "-name", "quick"}, &stdout, &stderr)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	data, err := os.ReadFile(filepath.Join(out, "ci", "quick.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=2 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1 ")
+	assert.Equal(t, 4, strings.Count(string(data), "\nBenchmarkServer/"), "results in file")
+	assert.Contains(t, stderr.String(), "in 1 round(s)")
+}
+
 func TestSweepFailures(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"binary fails", []string{"-bin", "testdata/fakebench.sh", "--", "-fail"}, "benchmark binary failed after 0 results"},
+		{"binary fails", []string{"-bin", "testdata/fakebench.sh", "--", "-fail"}, "benchmark binary failed in round 1 after 0 results"},
 		{"unknown matrix", []string{"-matrix", "nope"}, `unknown matrix "nope"`},
 		{"bad count", []string{"-count", "0"}, "-count 0"},
 		{"missing binary", []string{"-bin", "testdata/nonexistent"}, "sweep: "},
@@ -60,7 +75,7 @@ func TestSweepFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(append(tt.args, "-out", t.TempDir()), &stdout, &stderr)
+			err := run(append([]string{"-out", t.TempDir()}, tt.args...), &stdout, &stderr)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -74,8 +89,8 @@ func TestDryRun(t *testing.T) {
 		want string
 	}{
 		{"seed", []string{"-matrix", "seed", "-count", "10"},
-			"30 configurations x 10 runs = 300 results\n<go test -c -tags 'cuda'> -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=10 -test.benchtime=100x -backends=cuda -batches=1,32,64,128,256 -workers=1,2,4 -pipelines=serial,overlap -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
-		{"cpu-quick with overrides", []string{"-matrix", "cpu-quick", "-count", "6", "-workers", "1", "-benchtime", "5x", "-bin", "b.test"},
+			"30 configurations x 10 runs = 300 results\n<go test -c -tags 'cuda'> (10 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=100x -backends=cuda -batches=1,32,64,128,256 -workers=1,2,4 -pipelines=serial,overlap -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
+		{"cpu-quick with overrides", []string{"-matrix", "cpu-quick", "-count", "6", "-workers", "1", "-benchtime", "5x", "-bin", "b.test", "-interleave=false"},
 			"2 configurations x 6 runs = 12 results\nb.test -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=6 -test.benchtime=5x -backends=cpu -batches=1,8 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
 		{"gpu-full", []string{"-matrix", "gpu-full", "-count", "1", "-bin", "b"}, "180 configurations x 1 runs = 180 results\n"},
 	}
