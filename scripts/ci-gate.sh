@@ -73,6 +73,7 @@ else
 	fi
 	bins=${GATE_BUILD_ONLY:-$work}
 	mkdir -p "$bins"
+	bins=$(cd "$bins" && pwd)
 	log "base $(git rev-parse --short "$base") ($base_ref), head $(git rev-parse --short HEAD) + working tree"
 
 	worktree=$work/base
