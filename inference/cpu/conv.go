@@ -65,14 +65,48 @@ func maxPool3x3s2(in, out []float32, lo, hi, h, w, oh, ow int) {
 func rowMax3(d, row []float32, first bool) {
 	w := len(row)
 	for ox := range d {
-		x0, x1 := max(2*ox-1, 0), min(2*ox+1, w-1)
-		m := row[x0]
-		for x := x0 + 1; x <= x1; x++ {
-			m = max(m, row[x])
+		i0, i1 := max(2*ox-1, 0), min(2*ox+2, w)
+		if ox > 0 && i1-i0 == 3 {
+			// Interior: the loop below runs until the right edge.
+			rowMax3Interior(d[ox:], row[i0:], first)
+			break
+		}
+		m := row[i0]
+		for _, v := range row[i0+1 : i1] {
+			m = max(m, v)
 		}
 		if first || m > d[ox] {
 			d[ox] = m
 		}
+	}
+	// The right edge, where the window is clipped.
+	for ox := len(d) - 1; ox > 0 && 2*ox+2 > w; ox-- {
+		i0 := 2*ox - 1
+		m := row[i0]
+		for _, v := range row[i0+1 : w] {
+			m = max(m, v)
+		}
+		if first || m > d[ox] {
+			d[ox] = m
+		}
+	}
+}
+
+// rowMax3Interior handles the windows of d that lie inside row, where
+// row[0] is the first window's first value; it stops at the first clipped
+// window, which rowMax3 handles.
+func rowMax3Interior(d, row []float32, first bool) {
+	n := min(len(d), (len(row)-1)/2)
+	if first {
+		for i := 0; i < n; i++ {
+			r := row[2*i : 2*i+3 : 2*i+3]
+			d[i] = max(r[0], r[1], r[2])
+		}
+		return
+	}
+	for i := 0; i < n; i++ {
+		r := row[2*i : 2*i+3 : 2*i+3]
+		d[i] = max(d[i], r[0], r[1], r[2])
 	}
 }
 

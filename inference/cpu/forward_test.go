@@ -180,3 +180,33 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+func TestMaxPool(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, size := range [][2]int{{1, 1}, {2, 3}, {5, 4}, {7, 7}, {8, 9}, {125, 125}, {33, 64}} {
+		h, w := size[0], size[1]
+		t.Run(fmt.Sprintf("h=%d/w=%d", h, w), func(t *testing.T) {
+			c := 3
+			in := make([]float32, c*h*w)
+			for i := range in {
+				in[i] = float32(rng.NormFloat64())
+			}
+			oh, ow := resnet.PoolSize(h), resnet.PoolSize(w)
+			got := make([]float32, c*oh*ow)
+			maxPool3x3s2(in, got, 0, c, h, w, oh, ow)
+			for ch := 0; ch < c; ch++ {
+				for oy := 0; oy < oh; oy++ {
+					for ox := 0; ox < ow; ox++ {
+						want := float32(math.Inf(-1))
+						for y := max(2*oy-1, 0); y <= min(2*oy+1, h-1); y++ {
+							for x := max(2*ox-1, 0); x <= min(2*ox+1, w-1); x++ {
+								want = max(want, in[(ch*h+y)*w+x])
+							}
+						}
+						require.Equal(t, want, got[(ch*oh+oy)*ow+ox], "channel %d, (%d, %d)", ch, oy, ox)
+					}
+				}
+			}
+		})
+	}
+}
