@@ -3,11 +3,14 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorgonia.org/cu"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/resnet"
@@ -129,4 +132,95 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	b.ReportMetric(u.Percent, "gpu-util-pct")
 	b.ReportMetric(u.Busy, "busy-pct")
 	b.ReportMetric(float64(warm.Nanoseconds()), "warmup-ns")
+}
+
+// BenchmarkDevices spreads one worker per GPU over gpus=1 and gpus=2 (skipped
+// when the machine has fewer), fp16 with graphs, batch 256, pinned input; each
+// worker is driven by its own goroutine, three slots in flight.
+func BenchmarkDevices(b *testing.B) {
+	requireGPU(b)
+	m, err := resnet.New(resnet.ResNet18(), 1)
+	require.NoError(b, err)
+	have, err := cu.NumDevices()
+	require.NoError(b, err)
+	for _, gpus := range []int{1, 2} {
+		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+			if gpus > have {
+				b.Skipf("%d GPUs, want %d", have, gpus)
+			}
+			benchDevices(b, m, gpus)
+		})
+	}
+}
+
+func benchDevices(b *testing.B, m *resnet.Model, gpus int) {
+	const batch, slots = 256, 3
+	devices := make([]int, gpus)
+	for i := range devices {
+		devices[i] = i
+	}
+	e, err := New().Open(m, backend.Options{Workers: gpus, Slots: slots, MaxBatch: batch, Height: 250, Width: 250,
+		Pipeline: backend.Overlap, Precision: backend.FP16, Graphs: true, Devices: devices, Batches: []int{batch}})
+	require.NoError(b, err)
+	defer e.Close()
+	x := randomInput(batch, 250, 250, 1)
+	in, err := e.(backend.Allocator).AllocHost(len(x))
+	require.NoError(b, err)
+	copy(in, x)
+
+	type lane struct {
+		start chan bool // true: issue one more batch; false: drain and stop
+		done  chan error
+	}
+	lanes := make([]lane, gpus)
+	var wg sync.WaitGroup
+	for i, w := range e.Workers() {
+		l := lane{start: make(chan bool), done: make(chan error, 1)}
+		lanes[i] = l
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release := w.Bind()
+			defer release()
+			issued := 0
+			for more := range l.start {
+				var err error
+				if more {
+					slot := issued % slots
+					if issued >= slots {
+						_, err = w.Wait(slot)
+					}
+					err = errors.Join(err, w.CopyIn(slot, [][]float32{in}), w.Compute(slot, batch), w.CopyOut(slot, batch))
+					issued++
+				} else {
+					for j := max(0, issued-slots); j < issued; j++ {
+						_, werr := w.Wait(j % slots)
+						err = errors.Join(err, werr)
+					}
+				}
+				l.done <- err
+			}
+		}()
+	}
+	step := func(more bool) {
+		for _, l := range lanes {
+			l.start <- more
+		}
+		for _, l := range lanes {
+			require.NoError(b, <-l.done)
+		}
+	}
+	iters := 0
+	start := time.Now()
+	for b.Loop() {
+		step(true)
+		iters++
+	}
+	step(false)
+	elapsed := time.Since(start)
+	for _, l := range lanes {
+		close(l.start)
+	}
+	wg.Wait()
+	b.ReportMetric(float64(iters*gpus*batch)/elapsed.Seconds(), "images/s")
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,6 +23,26 @@ func requireGPU(t testing.TB) {
 	t.Helper()
 	if n, err := cu.NumDevices(); err != nil || n == 0 {
 		t.Skipf("no CUDA device: %v", err)
+	}
+}
+
+// repoPath returns rel under the module root, found by walking up from the
+// working directory (go test runs in the package directory; a test binary
+// carried to the GPU machine runs in the repository root).
+func repoPath(rel string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return rel
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, rel)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return rel
+		}
+		dir = parent
 	}
 }
 
@@ -152,8 +173,8 @@ func TestLogitsMatchReference(t *testing.T) {
 
 func TestPyTorchReference(t *testing.T) {
 	requireGPU(t)
-	dir := "../../testdata/reference"
-	if _, err := os.Stat(dir + "/manifest.json"); err != nil {
+	dir := repoPath("testdata/reference")
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
 		t.Skipf("no PyTorch reference cases: %v", err)
 	}
 	cases, err := testref.Load(dir)
@@ -186,21 +207,35 @@ func configs() []config {
 	return out
 }
 
+// TestWarmup opens ResNet-18 for batches 1, 32 and 256 twice per
+// configuration with a fresh algorithm cache: the first Open searches, the
+// second finds every algorithm in the cache.
 func TestWarmup(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
+	t.Setenv(CacheEnv, filepath.Join(t.TempDir(), "algos.json"))
 	for _, cfg := range configs() {
-		t0 := time.Now()
-		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 2, MaxBatch: 256, Height: 250, Width: 250,
-			Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}})
-		require.NoError(t, err)
-		open := time.Since(t0)
-		t.Logf("%s graphs=%v: Open %v, parts %v", cfg.prec, cfg.graphs, open.Round(time.Millisecond), e.Info().Setup)
-		for _, kv := range e.Info().Config {
-			t.Logf("  %s: %s", kv.Key, kv.Value)
+		for _, round := range []string{"cold", "warm"} {
+			t0 := time.Now()
+			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 2, MaxBatch: 256, Height: 250, Width: 250,
+				Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}})
+			require.NoError(t, err)
+			open := time.Since(t0)
+			eng := e.(*Engine)
+			require.NoError(t, eng.cacheErr)
+			t.Logf("%s graphs=%v %s cache (%d hits, %d misses): Open %v, parts %v", cfg.prec, cfg.graphs, round,
+				eng.cacheHits, eng.cacheMisses, open.Round(time.Millisecond), e.Info().Setup)
+			if round == "warm" {
+				assert.Zero(t, eng.cacheMisses, "misses with a warm cache")
+			}
+			if cfg.prec == backend.FP32 && !cfg.graphs && round == "cold" {
+				for _, kv := range e.Info().Config {
+					t.Logf("  %s: %s", kv.Key, kv.Value)
+				}
+			}
+			require.NoError(t, e.Close())
 		}
-		require.NoError(t, e.Close())
 	}
 }
 

@@ -42,6 +42,11 @@ type Engine struct {
 	sampler *sampler
 	copier  *copier
 
+	// Algorithm cache use during Open, and why the cache could not be read or
+	// written (nil if it could).
+	cacheHits, cacheMisses int
+	cacheErr               error
+
 	planMu sync.Mutex
 	plans  []*plan // index: batch size; read under planMu or after Open for prepared sizes
 

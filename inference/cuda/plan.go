@@ -162,18 +162,40 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 func (e *Engine) prepare() (uintptr, error) {
 	w := e.workers[0]
 	var ws uintptr
-	err := withContext(w.dev, func() error {
-		find, err := allocDevice(findWorkspace)
-		if err != nil {
-			return fmt.Errorf("cuda: search workspace: %w", err)
-		}
-		defer freeDevice(find)
-		cache := map[shapeKey]choice{}
+	cache, err := loadAlgoCache(cachePath())
+	if err != nil {
+		e.cacheErr = err
+	}
+	gpu, _ := w.dev.dev.Name()
+	prefix := fmt.Sprintf("%s|cudnn %d|%s|", gpu, e.dnn.Version(), e.opts.Precision)
+	err = withContext(w.dev, func() error {
+		var find uintptr
+		defer func() {
+			if find != 0 {
+				freeDevice(find)
+			}
+		}()
+		seen := map[shapeKey]choice{}
 		for _, n := range e.opts.Batches {
 			choose := func(l *convLayer, c *convPlan) (choice, error) {
 				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
-				if ch, ok := cache[key]; ok {
+				if ch, ok := seen[key]; ok {
 					return ch, nil
+				}
+				ckey := prefix + fmt.Sprintf("%+v relu=%v", key, l.relu)
+				if v, ok := cache.get(ckey); ok {
+					if ch, ok := w.validate(l, c, v); ok {
+						e.cacheHits++
+						seen[key] = ch
+						return ch, nil
+					}
+				}
+				e.cacheMisses++
+				if find == 0 {
+					var err error
+					if find, err = allocDevice(findWorkspace); err != nil {
+						return choice{}, fmt.Errorf("search workspace: %w", err)
+					}
 				}
 				x, y := w.act[0], w.act[1]
 				if l.index == 0 {
@@ -190,7 +212,8 @@ func (e *Engine) prepare() (uintptr, error) {
 				if err != nil {
 					return choice{}, err
 				}
-				cache[key] = ch
+				seen[key] = ch
+				cache.put(ckey, cachedAlgo{Algo: int(ch.algo), Math: int(ch.math), Workspace: uint64(ch.ws), Fused: ch.fused})
 				return ch, nil
 			}
 			p, err := e.newPlan(n, choose)
@@ -202,7 +225,29 @@ func (e *Engine) prepare() (uintptr, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		if serr := cache.save(); serr != nil {
+			e.cacheErr = serr
+		}
+	}
 	return ws, err
+}
+
+// validate checks a cached choice against this cuDNN: the algorithm must accept
+// the shapes with no more workspace than recorded.
+func (w *worker) validate(l *convLayer, c *convPlan, v cachedAlgo) (choice, bool) {
+	ch := choice{algo: cudnn.ConvFwdAlgo(v.Algo), math: cudnn.MathType(v.Math), ws: uintptr(v.Workspace), fused: v.Fused}
+	if ch.fused != (l.relu || ch.algo == cudnn.AlgoImplicitPrecompGEMM) || ch.ws > findWorkspace {
+		return choice{}, false
+	}
+	if err := c.conv.SetMathType(ch.math); err != nil {
+		return choice{}, false
+	}
+	need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, ch.algo)
+	if err != nil || need > ch.ws {
+		return choice{}, false
+	}
+	return ch, true
 }
 
 // planFor returns the plan for n images, making it with cuDNN's heuristics on

@@ -45,6 +45,10 @@ type worker struct {
 	mem    []uintptr              // device allocations to free
 }
 
+// stageChunk is how many float32 values CopyIn stages before it starts their
+// device copy (8 MiB).
+const stageChunk = 2 << 20
+
 // slot is one batch in flight.
 type slot struct {
 	in     uintptr   // device input, MaxBatch images
@@ -350,13 +354,24 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 			if err := cu.MemcpyHtoDAsync(cu.DevicePtr(s.in+uintptr(4*off)), unsafe.Pointer(&p[0]), int64(4*len(p)), w.in); err != nil {
 				return w.wrap("copy-in", err)
 			}
-		} else {
+			off += len(p)
+			continue
+		}
+		// Stage in chunks and send each as soon as it is staged, so the device
+		// copy of one chunk overlaps the host copy of the next.
+		for lo := 0; lo < len(p); lo += stageChunk {
+			hi := min(lo+stageChunk, len(p))
 			if run < 0 {
 				run = off
 			}
-			w.e.copier.copy(s.stage[off:off+len(p)], p, &w.wg)
+			w.e.copier.copy(s.stage[off:off+hi-lo], p[lo:hi], &w.wg)
+			off += hi - lo
+			if off-run >= stageChunk {
+				if err := flush(); err != nil {
+					return w.wrap("copy-in", err)
+				}
+			}
 		}
-		off += len(p)
 	}
 	if err := flush(); err != nil {
 		return w.wrap("copy-in", err)

@@ -1,0 +1,139 @@
+package cuda
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// CacheEnv names the environment variable that sets the algorithm cache file:
+// a path, or "off" to search every time. When it is unset the cache is
+// inferbench/cudnn-algorithms.json under os.UserCacheDir.
+const CacheEnv = "INFERBENCH_CUDNN_CACHE"
+
+// cachedAlgo is a chosen convolution algorithm as stored in the cache file.
+type cachedAlgo struct {
+	Algo      int    `json:"algo"`
+	Math      int    `json:"math"`
+	Workspace uint64 `json:"workspace"`
+	Fused     bool   `json:"fused"`
+}
+
+// cacheFile is the layout of the cache file.
+type cacheFile struct {
+	Version int                   `json:"version"`
+	Entries map[string]cachedAlgo `json:"entries"`
+}
+
+const cacheVersion = 1
+
+// algoCache remembers measured algorithm choices across processes, keyed by GPU,
+// cuDNN version, precision and convolution shape. It is safe for concurrent use.
+type algoCache struct {
+	path string
+
+	mu    sync.Mutex
+	m     map[string]cachedAlgo
+	dirty bool
+}
+
+// cachePath returns the cache file to use, or "" when caching is off.
+func cachePath() string {
+	switch p := os.Getenv(CacheEnv); p {
+	case "off":
+		return ""
+	case "":
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(dir, "inferbench", "cudnn-algorithms.json")
+	default:
+		return p
+	}
+}
+
+// loadAlgoCache reads the cache at path; a missing or unreadable file gives an
+// empty cache (the error says why it was unreadable). path "" gives nil.
+func loadAlgoCache(path string) (*algoCache, error) {
+	if path == "" {
+		return nil, nil
+	}
+	c := &algoCache{path: path, m: map[string]cachedAlgo{}}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	var f cacheFile
+	if err := json.Unmarshal(raw, &f); err != nil || f.Version != cacheVersion {
+		return c, fmt.Errorf("cuda: algorithm cache %s: unreadable or old (%v), starting afresh", path, err)
+	}
+	for k, v := range f.Entries {
+		c.m[k] = v
+	}
+	return c, nil
+}
+
+func (c *algoCache) get(key string) (cachedAlgo, bool) {
+	if c == nil {
+		return cachedAlgo{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *algoCache) put(key string, v cachedAlgo) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[key]; !ok || old != v {
+		c.m[key] = v
+		c.dirty = true
+	}
+}
+
+// save writes the cache if it changed, atomically (a temporary file renamed).
+func (c *algoCache) save() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	raw, err := json.MarshalIndent(cacheFile{Version: cacheVersion, Entries: c.m}, "", " ")
+	if err != nil {
+		return fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(c.path), ".cudnn-algorithms-*")
+	if err != nil {
+		return fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	_, werr := tmp.Write(raw)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), c.path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("cuda: algorithm cache: %w", err)
+	}
+	c.dirty = false
+	return nil
+}
