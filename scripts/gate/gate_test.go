@@ -131,3 +131,29 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+func TestCompareOnlyOneSide(t *testing.T) {
+	cfg, err := parseFlags([]string{"a", "b"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	six := []float64{1, 1.01, 0.99, 1.02, 0.98, 1}
+	base := &sample{
+		values: map[groupKey][]float64{{"A", "sec/op"}: six, {"Gone", "sec/op"}: six},
+		order:  []groupKey{{"A", "sec/op"}, {"Gone", "sec/op"}},
+	}
+	head := &sample{
+		values: map[groupKey][]float64{{"A", "sec/op"}: six, {"New", "sec/op"}: six},
+		order:  []groupKey{{"New", "sec/op"}, {"A", "sec/op"}},
+	}
+	vs, err := compare(base, head, cfg)
+	require.NoError(t, err)
+	got := map[string]status{}
+	for _, v := range vs {
+		got[v.key.name] = v.status
+	}
+	assert.Equal(t, map[string]status{"A": unchanged, "Gone": onlyBase, "New": onlyHead}, got)
+
+	var out bytes.Buffer
+	require.NoError(t, summarize(&out, vs), "benchmarks on one side only must not fail the gate")
+	assert.Contains(t, out.String(), "1 comparisons: 0 regressed")
+	assert.Contains(t, out.String(), "1 only in base, 1 only in head")
+}
