@@ -12,34 +12,39 @@ import (
 // buffer), with the bias, the residual and the ReLU applied as the tiles of
 // the output are written.
 type convLayer struct {
-	c          *resnet.FoldedConv
-	w          *gemm.PackedA // c.Weight as an Out x (In*K*K) matrix, packed
-	inH, inW   int
-	outH, outW int
-	relu       bool
+	in, out, k, stride, pad int
+	w                       *gemm.PackedA // the weights as an out x (in*k*k) matrix, packed
+	bias                    []float32
+	inH, inW                int
+	outH, outW              int
+	relu                    bool
 }
 
+// newConv packs c's weights for the GEMM kernel that the pool will use; the
+// layer keeps no reference to c.Weight.
 func newConv(c *resnet.FoldedConv, h, w int, relu bool) (convLayer, error) {
 	pw, err := gemm.NewPackedA(c.Out, c.In*c.K*c.K, c.Weight, c.In*c.K*c.K)
 	if err != nil {
 		return convLayer{}, fmt.Errorf("cpu: %w", err)
 	}
-	return convLayer{c: c, w: pw, inH: h, inW: w, outH: c.OutSize(h), outW: c.OutSize(w), relu: relu}, nil
+	return convLayer{
+		in: c.In, out: c.Out, k: c.K, stride: c.Stride, pad: c.Pad, w: pw, bias: c.Bias,
+		inH: h, inW: w, outH: c.OutSize(h), outW: c.OutSize(w), relu: relu,
+	}, nil
 }
 
 // inSize and outSize are the values of one image's input and output.
-func (l *convLayer) inSize() int  { return l.c.In * l.inH * l.inW }
-func (l *convLayer) outSize() int { return l.c.Out * l.outH * l.outW }
+func (l *convLayer) inSize() int  { return l.in * l.inH * l.inW }
+func (l *convLayer) outSize() int { return l.out * l.outH * l.outW }
 
 // run computes out = act(conv(in) + bias [+ res]) for one CHW image; res, if
 // not nil, has out's shape.
 func (l *convLayer) run(ctx *gemm.Context, in, out, res []float32) error {
-	c := l.c
-	ep := gemm.Epilogue{Bias: c.Bias, ReLU: l.relu}
+	ep := gemm.Epilogue{Bias: l.bias, ReLU: l.relu}
 	if res != nil {
 		ep.Residual = res[:l.outSize()]
 	}
-	s := gemm.ConvShape{C: c.In, N: 1, H: l.inH, W: l.inW, K: c.K, Stride: c.Stride, Pad: c.Pad}
+	s := gemm.ConvShape{C: l.in, N: 1, H: l.inH, W: l.inW, K: l.k, Stride: l.stride, Pad: l.pad}
 	return ctx.ConvPacked(l.w, in[:l.inSize()], s, out[:l.outSize()], ep)
 }
 

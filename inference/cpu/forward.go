@@ -115,7 +115,7 @@ func (n *network) forward(p *pool, s *scratch, x, out []float32) error {
 	a := &s.pool
 	a.in, a.out = s.a, s.b
 	a.h, a.w, a.oh, a.ow = n.stem.outH, n.stem.outW, n.poolH, n.poolW
-	err := ctx.Parallel(n.stem.c.Out, 1, s.poolFn)
+	err := ctx.Parallel(n.stem.out, 1, s.poolFn)
 	a.in, a.out = nil, nil
 	if err != nil {
 		return fmt.Errorf("cpu: max-pool: %w", err)

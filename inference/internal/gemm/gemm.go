@@ -1,6 +1,7 @@
 // Package gemm multiplies float32 matrices for the CPU back-end: a packed,
-// cache-blocked GEMM with an AVX2/FMA micro-kernel where the CPU has one and a
-// portable Go kernel elsewhere, parallel across a fixed set of goroutines.
+// cache-blocked GEMM with AVX-512 (8x32 tiles) or AVX2/FMA (6x16 tiles)
+// micro-kernels in assembly where the CPU has them and a portable Go kernel
+// elsewhere, parallel across a fixed set of goroutines.
 //
 // A product C = A·B (A m x k, B k x n, all row-major) is computed in five steps:
 //
@@ -31,7 +32,8 @@ import (
 
 // KernelEnv is the environment variable that selects the micro-kernel when
 // Config.Kernel is empty: "generic" forces the portable Go kernel, "avx2" the
-// AVX2/FMA kernel (an error where the CPU lacks it).
+// AVX2/FMA kernel, "avx512" the AVX-512 kernel (an error where the CPU lacks
+// the kernel's instructions).
 const KernelEnv = "INFERBENCH_GEMM_KERNEL"
 
 // ErrClosed is returned by a Context's methods after Close.
@@ -42,7 +44,8 @@ type Config struct {
 	// Threads is the number of goroutines that compute a product, the caller's
 	// included. If Threads is 0, runtime.GOMAXPROCS(0) is used.
 	Threads int
-	// Kernel names the micro-kernel: "generic" or "avx2". If Kernel is empty,
+	// Kernel names the micro-kernel: "generic", "avx2" or "avx512" (see
+	// Kernels for those this CPU supports). If Kernel is empty,
 	// the value of the KernelEnv environment variable is used, and if that is
 	// empty too, the fastest kernel the CPU supports.
 	Kernel string
@@ -120,7 +123,7 @@ func New(cfg Config) (*Context, error) {
 // Threads is the number of goroutines that compute a product.
 func (c *Context) Threads() int { return c.threads }
 
-// Kernel is the name of the micro-kernel in use ("avx2" or "generic").
+// Kernel is the name of the micro-kernel in use ("avx512", "avx2" or "generic").
 func (c *Context) Kernel() string { return c.kern.name }
 
 // Close stops the worker goroutines and waits for them. It is idempotent.

@@ -1,6 +1,9 @@
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
 
 // PackedA is a left operand (m x k) packed once for products that reuse it,
 // such as a layer's weights: a product with a PackedA skips step 4 of the
@@ -18,18 +21,30 @@ type packing struct {
 	data []float32
 }
 
-// NewPackedA packs the m x k matrix a (row stride lda) for every kernel of
-// this build and CPU.
-func NewPackedA(m, k int, a []float32, lda int) (*PackedA, error) {
+// NewPackedA packs the m x k matrix a (row stride lda) for the kernels
+// named, chosen as Config.Kernel chooses (an empty name is the kernel New
+// picks for an empty Config.Kernel). A Context whose kernel has the panel
+// height of one of them can use it.
+func NewPackedA(m, k int, a []float32, lda int, names ...string) (*PackedA, error) {
 	if m < 1 || k < 1 {
 		return nil, fmt.Errorf("gemm: packed A is %d x %d, want at least 1 x 1", m, k)
 	}
 	if err := checkMatrix("A", m, k, a, lda); err != nil {
 		return nil, err
 	}
+	if len(names) == 0 {
+		names = []string{""}
+	}
 	p := &PackedA{m: m, k: k}
 	kc := kBlock(k)
-	for _, kern := range kernels() {
+	for _, name := range names {
+		if name == "" {
+			name = os.Getenv(KernelEnv)
+		}
+		kern, err := findKernel(name)
+		if err != nil {
+			return nil, err
+		}
 		if p.find(kern.mr) != nil {
 			continue
 		}
