@@ -202,6 +202,8 @@ func TestConv(t *testing.T) {
 		{"stride3-nopad", 6, ConvShape{C: 2, N: 2, H: 17, W: 19, K: 5, Stride: 3, Pad: 0}},
 		{"wide-rows", 64, ConvShape{C: 64, N: 1, H: 9, W: 63, K: 3, Stride: 1, Pad: 1}},
 		{"deep", 32, ConvShape{C: 128, N: 2, H: 6, W: 6, K: 3, Stride: 1, Pad: 1}},
+		{"kernel-wider-than-input", 9, ConvShape{C: 2, N: 3, H: 3, W: 2, K: 5, Stride: 1, Pad: 2}},
+		{"big-pad-stride2", 9, ConvShape{C: 2, N: 2, H: 4, W: 5, K: 7, Stride: 2, Pad: 3}},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, ctx := range contexts(t) {

@@ -117,22 +117,35 @@ func (s *convB) pack(buf *buffers, p0, kc, j0, nc, nr int) {
 			}
 			row := x[cbase+sg.base+iy*w : cbase+sg.base+iy*w+w]
 			ix := sg.ix + kx
-			last := ix + (sg.n-1)*st
-			switch {
-			case ix >= 0 && last < w && st == 1:
-				copy(d, row[ix:last+1])
-			case ix >= 0 && last < w && st == 2:
-				src := row[ix : last+1]
-				for u := range d {
-					d[u] = src[2*u]
+			// Columns u0..u1 read inside the row; the others are padding.
+			u0, u1 := 0, sg.n
+			if ix < 0 {
+				u0 = min((-ix+st-1)/st, sg.n)
+			}
+			if last := ix + (sg.n-1)*st; last >= w {
+				u1 = u0
+				if ix <= w-1 {
+					u1 = max((w-1-ix)/st+1, u0)
+				}
+			}
+			clear(d[:u0])
+			clear(d[u1:])
+			if u0 == u1 {
+				continue
+			}
+			first := ix + u0*st
+			switch st {
+			case 1:
+				copy(d[u0:u1], row[first:first+u1-u0])
+			case 2:
+				dd := d[u0:u1]
+				src := row[first : first+2*len(dd)-1]
+				for u := range dd {
+					dd[u] = src[2*u]
 				}
 			default:
-				for u := range d {
-					if c := ix + u*st; uint(c) < uint(w) {
-						d[u] = row[c]
-					} else {
-						d[u] = 0
-					}
+				for u := u0; u < u1; u++ {
+					d[u] = row[ix+u*st]
 				}
 			}
 		}
