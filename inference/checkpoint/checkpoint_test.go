@@ -133,6 +133,27 @@ func TestTorchViews(t *testing.T) {
 	}
 }
 
+// TestLegacyViews reads a legacy file whose tensors use storage views (view
+// metadata in the persistent ID), as pre-0.4 torch wrote them.
+func TestLegacyViews(t *testing.T) {
+	pkl := torchPickle([]fakeTensor{
+		{key: "a", storage: "0", storageType: "FloatStorage", numel: 6, shape: []int{2}, stride: []int{1}, view: []int{1, 3}},
+		{key: "b", storage: "0", storageType: "FloatStorage", numel: 6, offset: 1, shape: []int{2}, stride: []int{1}, view: []int{3, 3}},
+	})
+	data := legacyFile(pkl, []string{"0"}, [][]byte{storageBytes(4, 10, 11, 12, 13, 14, 15)})
+	sd, err := read(data)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]Tensor{
+		"a": {Shape: []int{2}, Data: []float32{11, 12}, DType: F32},
+		"b": {Shape: []int{2}, Data: []float32{14, 15}, DType: F32},
+	}, sd)
+
+	bad := torchPickle([]fakeTensor{{key: "a", storage: "0", storageType: "FloatStorage", numel: 6, shape: []int{2}, stride: []int{1}, view: []int{5, 3}}})
+	_, err = read(legacyFile(bad, []string{"0"}, [][]byte{storageBytes(4, 10, 11, 12, 13, 14, 15)}))
+	assert.ErrorIs(t, err, ErrCorrupt)
+	assert.ErrorContains(t, err, "view of storage 0 out of range")
+}
+
 func TestHalfToFloat(t *testing.T) {
 	tests := []struct {
 		bits uint16

@@ -181,6 +181,13 @@ func FuzzLoadPyTorch(f *testing.F) {
 			}
 		}
 	}
+	pickles, err := filepath.Glob(filepath.Join("testdata", "pickle-p*.pkl"))
+	require.NoError(f, err)
+	for _, p := range pickles {
+		data, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkLoad(t, data)
 		checkLoad(t, pickleHost(t, data))

@@ -14,6 +14,8 @@ type fakeTensor struct {
 	key, storage, storageType string
 	numel, offset             int
 	shape, stride             []int
+	// view, if set, makes a legacy storage view: elements view[0]..view[0]+view[1].
+	view []int
 }
 
 // torchPickle writes data.pkl as torch.save does (protocol 2): an OrderedDict of
@@ -45,6 +47,13 @@ func torchPickle(ts []fakeTensor) []byte {
 		str(t.storage)
 		str("cpu")
 		num(t.numel)
+		if t.view != nil {
+			b.WriteByte('(')
+			str(t.storage + "-view")
+			num(t.view[0])
+			num(t.view[1])
+			b.WriteByte('t')
+		}
 		b.WriteString("tQ")
 		num(t.offset)
 		ints(t.shape)

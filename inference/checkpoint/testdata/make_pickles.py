@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Write pickle-p{1,2,4,5}.pkl: the same torch-style state dict in pickle protocols 1-5.
+
+Runs without torch: stand-in globals carry torch's module and function names, so the
+pickles hold exactly the GLOBAL/STACK_GLOBAL names torch.save writes. The dict holds
+  "w":     _rebuild_tensor_v2 of FloatStorage "0" (6 elements), size (2, 3), stride (3, 1)
+  "p":     _rebuild_parameter(_rebuild_tensor_v2 of HalfStorage "1", offset 1, size (2,)), True, {})
+  "t":     _rebuild_tensor_v2 of FloatStorage "0", size (3, 2), stride (1, 3)  (a transposed view)
+  "meta":  {"epoch": 3, "lr": 0.1, "name": "x", "tags": ["a", "b"], "big": 2**70}
+and pickle-p0-meta.pkl holds "meta" alone in protocol 0 (text opcodes; protocol 0 cannot
+carry torch's tuple persistent IDs). Read by checkpoint's TestPickleProtocols.
+"""
+import collections
+import os
+import pickle
+import sys
+import types
+
+torch = types.ModuleType("torch")
+utils = types.ModuleType("torch._utils")
+sys.modules["torch"] = torch
+sys.modules["torch._utils"] = utils
+
+
+def _rebuild_tensor_v2(*args):
+    raise NotImplementedError
+
+
+def _rebuild_parameter(*args):
+    raise NotImplementedError
+
+
+for f in (_rebuild_tensor_v2, _rebuild_parameter):
+    f.__module__ = "torch._utils"
+    setattr(utils, f.__name__, f)
+
+
+class FloatStorage:
+    pass
+
+
+class HalfStorage:
+    pass
+
+
+for c in (FloatStorage, HalfStorage):
+    c.__module__ = "torch"
+    c.__qualname__ = c.__name__
+    setattr(torch, c.__name__, c)
+
+
+class Storage:
+    def __init__(self, kind, key, numel):
+        self.kind, self.key, self.numel = kind, key, numel
+
+
+class Tensor:
+    def __init__(self, storage, offset, size, stride):
+        self.args = (storage, offset, size, stride, False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return (_rebuild_tensor_v2, self.args)
+
+
+class Parameter:
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        return (_rebuild_parameter, (self.t, True, collections.OrderedDict()))
+
+
+class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, Storage):
+            return ("storage", obj.kind, obj.key, "cpu", obj.numel)
+        return None
+
+
+s0 = Storage(FloatStorage, "0", 6)
+s1 = Storage(HalfStorage, "1", 4)
+sd = collections.OrderedDict()
+sd["w"] = Tensor(s0, 0, (2, 3), (3, 1))
+sd["p"] = Parameter(Tensor(s1, 1, (2,), (1,)))
+sd["t"] = Tensor(s0, 0, (3, 2), (1, 3))
+sd["meta"] = {"epoch": 3, "lr": 0.1, "name": "x", "tags": ["a", "b"], "big": 2**70}
+
+out = os.path.dirname(os.path.abspath(__file__))
+for proto in (1, 2, 4, 5):
+    with open(os.path.join(out, f"pickle-p{proto}.pkl"), "wb") as f:
+        Pickler(f, protocol=proto).dump(sd)
+with open(os.path.join(out, "pickle-p0-meta.pkl"), "wb") as f:
+    Pickler(f, protocol=0).dump(collections.OrderedDict(meta=sd["meta"], neg=-5, f=-1.5e-3, b=True))
