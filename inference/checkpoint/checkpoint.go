@@ -137,10 +137,11 @@ func Read(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	switch {
 	case bytes.HasPrefix(h, []byte("PK\x03\x04")) || bytes.HasPrefix(h, []byte("PK\x05\x06")):
 		return readZip(r, size)
+	case len(h) >= 9 && h[8] == '{':
+		// Before the pickle test: a header length such as 0x280 starts with 0x80 0x02.
+		return readSafetensors(r, size)
 	case len(h) >= 2 && h[0] == 0x80 && h[1] >= 2 && h[1] <= 5:
 		return readLegacy(r, size)
-	case len(h) >= 9 && h[8] == '{':
-		return readSafetensors(r, size)
 	case len(h) < 8:
 		return nil, fmt.Errorf("%w: %d bytes", ErrUnknownFormat, size)
 	}

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -152,6 +153,19 @@ func TestLegacyViews(t *testing.T) {
 	_, err = read(legacyFile(bad, []string{"0"}, [][]byte{storageBytes(4, 10, 11, 12, 13, 14, 15)}))
 	assert.ErrorIs(t, err, ErrCorrupt)
 	assert.ErrorContains(t, err, "view of storage 0 out of range")
+}
+
+// TestSafetensorsPickleLikeHeader: a header of 0x280 bytes makes the file start
+// with 0x80 0x02, like a pickle; it must still read as safetensors.
+func TestSafetensorsPickleLikeHeader(t *testing.T) {
+	h := `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
+	h += strings.Repeat(" ", 0x280-len(h))
+	data := append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
+	data = append(data, f32bytes(binary.LittleEndian, 2.5)...)
+	require.Equal(t, []byte{0x80, 0x02}, data[:2])
+	sd, err := read(data)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]Tensor{"a": {Shape: []int{1}, Data: []float32{2.5}, DType: F32}}, sd)
 }
 
 func TestHalfToFloat(t *testing.T) {
