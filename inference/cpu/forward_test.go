@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -177,6 +180,9 @@ func BenchmarkForward(b *testing.B) {
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(batch*b.N)/sec, "images/s")
 			b.ReportMetric(sec*1e3/float64(b.N), "ms/batch")
+			if mb, ok := peakRSS(); ok {
+				b.ReportMetric(mb, "peak-rss-MB")
+			}
 		})
 	}
 }
@@ -209,4 +215,23 @@ func TestMaxPool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peakRSS is the process's peak resident set size in MiB (VmHWM), where
+// /proc reports it.
+func peakRSS() (float64, bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				return 0, false
+			}
+			return float64(kb) / 1024, true
+		}
+	}
+	return 0, false
 }

@@ -128,26 +128,48 @@ func (s *convB) pack(buf *buffers, p0, kc, j0, nc, nr int) {
 					u1 = max((w-1-ix)/st+1, u0)
 				}
 			}
-			clear(d[:u0])
-			clear(d[u1:])
+			if u0 > 0 {
+				clear(d[:u0])
+			}
+			if u1 < len(d) {
+				clear(d[u1:])
+			}
 			if u0 == u1 {
 				continue
 			}
+			dd := d[u0:u1]
 			first := ix + u0*st
 			switch st {
 			case 1:
-				copy(d[u0:u1], row[first:first+u1-u0])
-			case 2:
-				dd := d[u0:u1]
-				src := row[first : first+2*len(dd)-1]
-				for u := range dd {
-					dd[u] = src[2*u]
+				src := row[first : first+len(dd)]
+				switch len(dd) {
+				case 32:
+					*(*[32]float32)(dd) = *(*[32]float32)(src)
+				case 16:
+					*(*[16]float32)(dd) = *(*[16]float32)(src)
+				default:
+					copy(dd, src)
 				}
+			case 2:
+				gather2(dd, row[first:first+2*len(dd)-1])
 			default:
-				for u := u0; u < u1; u++ {
-					d[u] = row[ix+u*st]
+				for u := range dd {
+					dd[u] = row[first+u*st]
 				}
 			}
 		}
+	}
+}
+
+// gather2 sets d[u] = src[2u]; len(src) >= 2*len(d)-1.
+func gather2(d, src []float32) {
+	u := 0
+	for ; u+4 <= len(d); u += 4 {
+		s := src[2*u : 2*u+7 : 2*u+7]
+		dd := d[u : u+4 : u+4]
+		dd[0], dd[1], dd[2], dd[3] = s[0], s[2], s[4], s[6]
+	}
+	for ; u < len(d); u++ {
+		d[u] = src[2*u]
 	}
 }
