@@ -35,15 +35,17 @@ func (s *Server) putBatch(b *batch) {
 	s.batchBuf.Put(b)
 }
 
-// next returns the next batch for a worker, or nil when the server stops.
-func (s *Server) next() *batch {
+// next returns the next batch for a worker, or nil when the server or stop
+// (which may be nil) closes.
+func (s *Server) next(stop <-chan struct{}) *batch {
 	if s.batches != nil {
 		select {
 		case b := <-s.batches:
 			return b
 		case <-s.quit:
-			return nil
+		case <-stop:
 		}
+		return nil
 	}
 	select {
 	case c := <-s.queue:
@@ -51,8 +53,25 @@ func (s *Server) next() *batch {
 		b.add(c)
 		return b
 	case <-s.quit:
-		return nil
+	case <-stop:
 	}
+	return nil
+}
+
+// requeue gives the calls of a batch that a dying worker took back to the
+// queue for the workers still in service.
+func (s *Server) requeue(b *batch, cause error) {
+	for _, c := range b.calls {
+		select {
+		case s.queue <- c:
+		default:
+			s.finish(c, nil, cause)
+		}
+	}
+	if s.live.Load() == 0 {
+		s.failQueued(fmt.Errorf("%w: %v", ErrNoWorker, cause))
+	}
+	s.putBatch(b)
 }
 
 func (b *batch) add(c *Call) {
@@ -176,7 +195,7 @@ func (s *Server) startWorker(id int, w backend.Worker) {
 		release := w.Bind()
 		defer release()
 		for {
-			b := s.next()
+			b := s.next(nil)
 			if b == nil {
 				return
 			}
@@ -258,9 +277,15 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 			case <-dead:
 				return
 			}
-			b := s.next()
+			b := s.next(dead)
 			if b == nil {
 				return
+			}
+			select {
+			case <-dead:
+				s.requeue(b, fmt.Errorf("%w: worker %d", backend.ErrDeviceLost, id))
+				return
+			default:
 			}
 			if !s.begin(b) {
 				free <- slot

@@ -1,0 +1,380 @@
+package inferbench_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/loadgen"
+	"github.com/inferbench/inferbench/inference/metrics"
+	"github.com/inferbench/inferbench/inference/nop"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// The benchmark matrix. Each flag takes a comma-separated list; BenchmarkServer
+// runs every combination as a key=value sub-benchmark.
+var (
+	flagBackends   = flag.String("backends", "auto", "back-ends: cpu, cuda; auto = cuda when a GPU is usable, else cpu")
+	flagBatches    = flag.String("batches", "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
+	flagWorkers    = flag.String("workers", "", "compute workers (default 1,2)")
+	flagPipelines  = flag.String("pipelines", "serial,overlap", "serial, overlap")
+	flagPrecisions = flag.String("precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
+	flagGraphs     = flag.String("graphs", "off", "CUDA graphs: on, off")
+	flagDevices    = flag.String("devices", "1", "GPUs to spread workers over (cuda)")
+	flagLoads      = flag.String("loads", "burst", "load: burst, closed, open")
+	flagConc       = flag.Int("concurrency", 0, "closed loop: requests outstanding (0 = 2 per worker)")
+	flagRate       = flag.Float64("rate", 100, "open loop: requests per second")
+	flagPoisson    = flag.Bool("poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
+	flagCheckpoint = flag.String("checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = seeded ResNet-18")
+	flagModel      = flag.String("model", "resnet18", "embedded model when there is no checkpoint: resnet18 or tiny")
+	flagSize       = flag.String("size", "250x250", "input HxW in pixels")
+	flagSeed       = flag.Uint64("seed", 1, "seed of the embedded model and of the inputs")
+)
+
+// Units tells benchstat and the regression gate which way is better.
+var units = []struct{ name, better string }{
+	{"samples/s", "higher"}, {"req/s", "higher"},
+	{"mean-latency-ns", "lower"}, {"std-latency-ns", "lower"}, {"min-latency-ns", "lower"}, {"max-latency-ns", "lower"},
+	{"p50-latency-ns", "lower"}, {"p90-latency-ns", "lower"}, {"p99-latency-ns", "lower"}, {"p999-latency-ns", "lower"},
+	{"warmup-ns", "lower"}, {"load-ns", "lower"}, {"setup-ns", "lower"}, {"first-ns", "lower"},
+	{"queue-ns", "lower"}, {"h2d-ns", "lower"}, {"compute-ns", "lower"}, {"d2h-ns", "lower"},
+	{"cpu-util-pct", "higher"}, {"gpu-util-pct", "higher"}, {"gpu-busy-pct", "higher"},
+	{"late-pct", "lower"}, {"mean-batch", "higher"},
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		printConfig()
+	}
+	os.Exit(m.Run())
+}
+
+// printConfig writes the config lines that keep results from different
+// machines apart.
+func printConfig() {
+	fmt.Printf("backend: %s\n", strings.Join(backends(), ","))
+	if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		fmt.Printf("commit: %s\n", strings.TrimSpace(string(out)))
+	}
+	fmt.Printf("date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
+	for _, kv := range deviceConfig() {
+		fmt.Printf("%s: %s\n", kv.Key, kv.Value)
+	}
+	for _, u := range units {
+		fmt.Printf("Unit %s better=%s\n", u.name, u.better)
+	}
+}
+
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func ints(tb testing.TB, s string) []int {
+	var out []int
+	for _, f := range list(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			tb.Fatalf("bad number %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func backends() []string {
+	if *flagBackends != "auto" {
+		return list(*flagBackends)
+	}
+	if gpuAvailable() == nil {
+		return []string{"cuda"}
+	}
+	return []string{"cpu"}
+}
+
+func orDefault(v, cpu, gpu, be string) string {
+	if v != "" {
+		return v
+	}
+	if be == "cuda" {
+		return gpu
+	}
+	return cpu
+}
+
+func inputSize(tb testing.TB) (int, int) {
+	h, w, ok := strings.Cut(*flagSize, "x")
+	hh, err1 := strconv.Atoi(h)
+	ww, err2 := strconv.Atoi(w)
+	if !ok || err1 != nil || err2 != nil {
+		tb.Fatalf("bad -size %q, want HxW", *flagSize)
+	}
+	return hh, ww
+}
+
+func benchModel(tb testing.TB) *resnet.Model {
+	if *flagCheckpoint != "" {
+		return nil // the server loads it, and times the load
+	}
+	arch := resnet.ResNet18()
+	if *flagModel == "tiny" {
+		arch = tinyArch
+	} else if *flagModel != "resnet18" {
+		tb.Fatalf("unknown -model %q (want resnet18 or tiny)", *flagModel)
+	}
+	m, err := resnet.New(arch, *flagSeed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkServer measures the server end to end: one b.N iteration is one
+// request of batch images sent under the chosen load; ns/op is wall time per
+// request including the final drain, so it is 1/(requests per second).
+func BenchmarkServer(b *testing.B) {
+	h, w := inputSize(b)
+	for _, be := range backends() {
+		for _, batch := range ints(b, orDefault(*flagBatches, "1,8", "1,32,256", be)) {
+			for _, workers := range ints(b, orDefault(*flagWorkers, "1,2", "1,2", be)) {
+				for _, pipe := range list(*flagPipelines) {
+					for _, prec := range list(orDefault(*flagPrecisions, "fp32", "fp32,tf32", be)) {
+						for _, graphs := range list(*flagGraphs) {
+							for _, devices := range ints(b, *flagDevices) {
+								for _, load := range list(*flagLoads) {
+									name := fmt.Sprintf("backend=%s/batch=%d/workers=%d/pipeline=%s/precision=%s/graphs=%s/devices=%d/load=%s",
+										be, batch, workers, pipe, prec, graphs, devices, load)
+									b.Run(name, func(b *testing.B) {
+										cfg := serverConfig(b, be, batch, workers, pipe, prec, graphs, devices, h, w)
+										benchServer(b, serverFor(b, name, cfg), batch, load)
+									})
+									if s, ok := servers.LoadAndDelete(name); ok {
+										s.(*inference.Server).Close()
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func serverConfig(b *testing.B, be string, batch, workers int, pipe, prec, graphs string, devices, h, w int) inference.Config {
+	p, err := backend.ParsePipeline(pipe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pr, err := backend.ParsePrecision(prec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if graphs != "on" && graphs != "off" {
+		b.Fatalf("bad graphs value %q, want on or off", graphs)
+	}
+	devs := make([]int, devices)
+	for i := range devs {
+		devs[i] = i
+	}
+	return inference.Config{
+		Device: be, Model: benchModel(b), Checkpoint: *flagCheckpoint,
+		Height: h, Width: w, MaxBatch: batch, Batches: []int{batch},
+		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
+		MaxQueue: 4096,
+	}
+}
+
+// servers keeps one server per configuration across the b.N ramp-up calls of
+// a sub-benchmark, so each is built (and its warm-up measured) once.
+var servers sync.Map
+
+func serverFor(b *testing.B, key string, cfg inference.Config) *inference.Server {
+	if s, ok := servers.Load(key); ok {
+		return s.(*inference.Server)
+	}
+	s, err := inference.New(cfg)
+	if err != nil {
+		if gpuAvailable() != nil && cfg.Device == "cuda" {
+			b.Skipf("cuda back-end: %v", err)
+		}
+		b.Fatal(err)
+	}
+	servers.Store(key, s)
+	return s
+}
+
+func benchServer(b *testing.B, s *inference.Server, batch int, load string) {
+	mode, err := loadgen.ParseMode(load)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := loadgen.Spec{Mode: mode, Warmup: mode == loadgen.Burst, Rate: *flagRate, Poisson: *flagPoisson, Seed: *flagSeed}
+	if mode == loadgen.Closed {
+		spec.Concurrency = *flagConc
+		if spec.Concurrency == 0 {
+			spec.Concurrency = 2 * s.Config().Workers
+		}
+	}
+	in, err := s.AllocInput(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.FreeInput(in)
+	rng := rand.New(rand.NewPCG(*flagSeed, 99))
+	for i := range in.Data {
+		in.Data[i] = float32(rng.NormFloat64())
+	}
+
+	ctx := context.Background()
+	if mode != loadgen.Burst {
+		// One request outside the measurement, as burst does.
+		if _, err := s.Infer(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.ResetStats()
+	before := s.Stats()
+	sampler := s.Sampler()
+	if sampler != nil {
+		if err := sampler.Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	gen, err := loadgen.Start(ctx, s.Target(in), spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := gen.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	res := gen.Finish()
+	b.StopTimer()
+	var util backend.Utilization
+	if sampler != nil {
+		if util, err = sampler.Stop(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if res.Failed > 0 {
+		b.Fatalf("%d of %d requests failed: %v", res.Failed, res.Sent, res.Errs)
+	}
+	report(b, s, &res, batch, mode, util, before, s.Stats())
+}
+
+func report(b *testing.B, s *inference.Server, res *loadgen.Result, batch int, mode loadgen.Mode, util backend.Utilization, before, after inference.Stats) {
+	lat := res.Latency.Summary()
+	b.ReportMetric(res.Throughput(batch), "samples/s")
+	b.ReportMetric(res.Throughput(1), "req/s")
+	for _, m := range []struct {
+		d    time.Duration
+		unit string
+	}{
+		{lat.Mean, "mean-latency-ns"}, {lat.Std, "std-latency-ns"}, {lat.Min, "min-latency-ns"}, {lat.Max, "max-latency-ns"},
+		{lat.P50, "p50-latency-ns"}, {lat.P90, "p90-latency-ns"}, {lat.P99, "p99-latency-ns"}, {lat.P999, "p999-latency-ns"},
+	} {
+		b.ReportMetric(float64(m.d), m.unit)
+	}
+	w := s.Warmup()
+	b.ReportMetric(float64(w.Total()), "warmup-ns")
+	b.ReportMetric(float64(w.Load), "load-ns")
+	b.ReportMetric(float64(w.Setup), "setup-ns")
+	b.ReportMetric(float64(w.First), "first-ns")
+	st := after.Recorded.Stages
+	b.ReportMetric(float64(st[metrics.Queue].Mean), "queue-ns")
+	b.ReportMetric(float64(st[metrics.CopyIn].Mean), "h2d-ns")
+	b.ReportMetric(float64(st[metrics.Compute].Mean), "compute-ns")
+	b.ReportMetric(float64(st[metrics.CopyOut].Mean), "d2h-ns")
+	if util.Name != "" {
+		b.ReportMetric(util.Percent, util.Name)
+	}
+	if util.HasBusy {
+		b.ReportMetric(util.Busy, "gpu-busy-pct")
+	}
+	if mode == loadgen.Open {
+		b.ReportMetric(100*res.LateShare(), "late-pct")
+	}
+	if n := after.Batches - before.Batches; n > 0 {
+		b.ReportMetric(float64(after.Items-before.Items)/float64(n), "mean-batch")
+	}
+}
+
+// BenchmarkServerOverhead measures what the server itself costs per request:
+// the zero-cost nop back-end, batch-1 requests of a 32x32 image, clients
+// goroutines each sending one request at a time.
+func BenchmarkServerOverhead(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		for _, clients := range []int{1, 4} {
+			b.Run(fmt.Sprintf("workers=%d/clients=%d", workers, clients), func(b *testing.B) {
+				m, err := resnet.New(tinyArch, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := inference.New(inference.Config{Backend: nop.New(), Model: m, Height: 32, Width: 32, MaxBatch: 1, Workers: workers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var next atomic.Int64
+				hists := make([]metrics.Histogram, clients)
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for c := 0; c < clients; c++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						in := inference.NewInput(1, 32, 32)
+						out := make([]float32, s.Classes())
+						ctx := context.Background()
+						for next.Add(1) <= int64(b.N) {
+							t0 := time.Now()
+							call, err := s.Submit(ctx, inference.Request{Input: in, Logits: out})
+							if err == nil {
+								err = call.Err()
+							}
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							hists[c].Record(time.Since(t0))
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				var all metrics.Histogram
+				for i := range hists {
+					all.Merge(&hists[i])
+				}
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+				b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
+				b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
+			})
+		}
+	}
+}
