@@ -23,6 +23,7 @@ type benchCase struct {
 	pipe   backend.Pipeline
 	batch  int
 	pinned bool
+	direct bool // pageable input copied by the driver (no staging of ours)
 }
 
 func (c benchCase) String() string {
@@ -32,6 +33,8 @@ func (c benchCase) String() string {
 	}
 	if c.pinned {
 		in = "pinned"
+	} else if c.direct {
+		in = "pageable-direct"
 	}
 	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s", c.prec, g, c.pipe, c.batch, in)
 }
@@ -42,17 +45,19 @@ func benchCases() []benchCase {
 	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
 		for _, g := range []bool{false, true} {
 			for _, b := range batches {
-				cs = append(cs, benchCase{p, g, backend.Overlap, b, true})
+				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false})
 			}
 		}
 	}
 	for _, b := range batches {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false})
 	}
 	for _, b := range batches[1:] {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false})
+		for _, direct := range []bool{false, true} {
+			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct})
+			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct})
+		}
 	}
 	return cs
 }
@@ -83,6 +88,7 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	require.NoError(b, err)
 	warm := time.Since(t0)
 	defer e.Close()
+	e.(*Engine).directPageable = c.direct
 	inputs := make([][]float32, slots)
 	for i := range inputs {
 		x := randomInput(batch, 250, 250, uint64(i))

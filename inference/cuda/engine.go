@@ -41,6 +41,10 @@ type Engine struct {
 	info    backend.Info
 	sampler *sampler
 	copier  *copier
+	// directPageable sends pageable parts with cuMemcpyHtoDAsync straight from
+	// the caller's memory (the driver stages them) instead of our staging; it
+	// is slower and exists so benchmarks can compare.
+	directPageable bool
 
 	// Algorithm cache use during Open, and why the cache could not be read or
 	// written (nil if it could).

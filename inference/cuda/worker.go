@@ -45,10 +45,6 @@ type worker struct {
 	mem    []uintptr              // device allocations to free
 }
 
-// stageChunk is how many float32 values CopyIn stages before it starts their
-// device copy (8 MiB).
-const stageChunk = 2 << 20
-
 // slot is one batch in flight.
 type slot struct {
 	in     uintptr   // device input, MaxBatch images
@@ -347,7 +343,7 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 		if len(p) == 0 {
 			continue
 		}
-		if w.e.pinned(p) {
+		if w.e.directPageable || w.e.pinned(p) {
 			if err := flush(); err != nil {
 				return w.wrap("copy-in", err)
 			}
@@ -357,21 +353,15 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 			off += len(p)
 			continue
 		}
-		// Stage in chunks and send each as soon as it is staged, so the device
-		// copy of one chunk overlaps the host copy of the next.
-		for lo := 0; lo < len(p); lo += stageChunk {
-			hi := min(lo+stageChunk, len(p))
-			if run < 0 {
-				run = off
-			}
-			w.e.copier.copy(s.stage[off:off+hi-lo], p[lo:hi], &w.wg)
-			off += hi - lo
-			if off-run >= stageChunk {
-				if err := flush(); err != nil {
-					return w.wrap("copy-in", err)
-				}
-			}
+		// Stage the whole run, then send it with one copy: measured on an H200,
+		// this beats both sending 8 MiB chunks as they are staged (whose copies
+		// slow the staging down: 21,800 against 40,000 images/s at batch 256,
+		// fp16) and letting the driver stage pageable memory (11,900).
+		if run < 0 {
+			run = off
 		}
+		w.e.copier.copy(s.stage[off:off+len(p)], p, &w.wg)
+		off += len(p)
 	}
 	if err := flush(); err != nil {
 		return w.wrap("copy-in", err)
