@@ -4,8 +4,9 @@
 // A Sampler:
 //
 //  1. is made by Open for a list of device indices and a period (default 100 ms);
-//  2. on Start, runs one goroutine that reads every device's utilisation.gpu once
-//     per period;
+//  2. on Start, runs one goroutine that reads every device's utilisation.gpu at
+//     the end of every period (not at Start: NVML's figure describes the recent
+//     past, which is before the interval);
 //  3. on Stop, stops and waits for that goroutine and returns the mean over all
 //     samples and devices;
 //  4. on Close, shuts NVML down (idempotent).
@@ -55,7 +56,7 @@ func newSampler(period time.Duration, read reader, closeFn func() error) *Sample
 // Period is the time between samples.
 func (s *Sampler) Period() time.Duration { return s.period }
 
-// Start begins an interval: one sample now, then one per period.
+// Start begins an interval: one sample after every period.
 func (s *Sampler) Start() error {
 	if s.stop != nil {
 		return errors.New("nvml: Start called twice without Stop")
@@ -73,11 +74,11 @@ func (s *Sampler) loop(stop <-chan struct{}, done chan<- struct{}) {
 	t := time.NewTicker(s.period)
 	defer t.Stop()
 	for {
-		s.sample()
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+			s.sample()
 		}
 	}
 }

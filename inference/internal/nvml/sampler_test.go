@@ -23,7 +23,7 @@ func TestSamplerMean(t *testing.T) {
 		assert.Equal(t, DefaultPeriod, s.Period())
 
 		require.NoError(t, s.Start())
-		time.Sleep(250 * time.Millisecond) // samples at 0, 100, 200 ms
+		time.Sleep(350 * time.Millisecond) // samples at 100, 200, 300 ms
 		synctest.Wait()
 		mean, n, err := s.Stop()
 		require.NoError(t, err)
@@ -34,7 +34,13 @@ func TestSamplerMean(t *testing.T) {
 		require.NoError(t, s.Start())
 		mean, n, err = s.Stop()
 		require.NoError(t, err)
-		assert.Equal(t, 2, n, "samples of a second interval")
+		assert.Zero(t, n, "samples of an interval shorter than a period")
+		assert.Zero(t, mean)
+		require.NoError(t, s.Start())
+		time.Sleep(150 * time.Millisecond)
+		mean, n, err = s.Stop()
+		require.NoError(t, err)
+		assert.Equal(t, 2, n, "samples of a third interval")
 		assert.InDelta(t, (40+100)/2.0, mean, 1e-9)
 
 		require.NoError(t, s.Close())
