@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -105,9 +106,12 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	defer release()
 	var compute, h2d time.Duration
 	waits := 0
+	issued := make([]time.Time, slots)
+	latencies := make([]time.Duration, 0, 1<<16)
 	wait := func(slot int) {
 		t, err := w.Wait(slot)
 		require.NoError(b, err)
+		latencies = append(latencies, time.Since(issued[slot]))
 		compute += t.Compute
 		h2d += t.H2D
 		waits++
@@ -121,6 +125,7 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		if i >= slots {
 			wait(slot)
 		}
+		issued[slot] = time.Now()
 		require.NoError(b, w.CopyIn(slot, [][]float32{inputs[slot]}))
 		require.NoError(b, w.Compute(slot, batch))
 		require.NoError(b, w.CopyOut(slot, batch))
@@ -130,6 +135,9 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		wait(j % slots)
 	}
 	elapsed := time.Since(start)
+	slices.Sort(latencies)
+	b.ReportMetric(float64(latencies[len(latencies)/2].Nanoseconds()), "p50-latency-ns")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Nanoseconds()), "p99-latency-ns")
 	u, err := s.Stop()
 	require.NoError(b, err)
 	b.ReportMetric(float64(i*batch)/elapsed.Seconds(), "images/s")
