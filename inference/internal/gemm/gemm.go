@@ -143,7 +143,8 @@ func (c *Context) Close() error {
 
 // Gemm computes C = A·B followed by ep for row-major A (m x k, row stride
 // lda), B (k x n, row stride ldb) and C (m x n, row stride ldc), overwriting C.
-// It panics, like a slice index, when a matrix is too short for its shape.
+// It returns an error, and computes nothing, when a matrix is too short for
+// its shape; ErrClosed after Close.
 func (c *Context) Gemm(m, n, k int, a []float32, lda int, b []float32, ldb int, out []float32, ldc int, ep Epilogue) error {
 	if err := checkMatrix("A", m, k, a, lda); err != nil {
 		return err
