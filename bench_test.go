@@ -41,6 +41,10 @@ var (
 	flagModel      = flag.String("model", "resnet18", "embedded model when there is no checkpoint: resnet18 or tiny")
 	flagSize       = flag.String("size", "250x250", "input HxW in pixels")
 	flagSeed       = flag.Uint64("seed", 1, "seed of the embedded model and of the inputs")
+	flagSLO        = flag.Duration("slo", 10*time.Millisecond, "capacity search: p99 latency objective")
+	flagTrial      = flag.Duration("trial", time.Second, "capacity search: length of each trial")
+	flagDelay      = flag.Duration("max-queue-delay", time.Millisecond, "capacity search with batching=on: MaxQueueDelay")
+	flagCurve      = flag.String("curve", "", "capacity search: append every trial (rate, p50, p99) to this CSV file")
 )
 
 // Units tells benchstat and the regression gate which way is better.
@@ -52,6 +56,11 @@ var units = []struct{ name, better string }{
 	{"queue-ns", "lower"}, {"h2d-ns", "lower"}, {"compute-ns", "lower"}, {"d2h-ns", "lower"},
 	{"cpu-util-pct", "higher"}, {"gpu-util-pct", "higher"}, {"gpu-busy-pct", "higher"},
 	{"late-pct", "lower"}, {"mean-batch", "higher"},
+}
+
+// capacityUnit is the metric of BenchmarkCapacity for the current -slo.
+func capacityUnit() string {
+	return fmt.Sprintf("max-rate-p99-%v-req/s", *flagSLO)
 }
 
 func TestMain(m *testing.M) {
@@ -77,6 +86,7 @@ func printConfig() {
 	for _, u := range units {
 		fmt.Printf("Unit %s better=%s\n", u.name, u.better)
 	}
+	fmt.Printf("Unit %s better=higher\n", capacityUnit())
 }
 
 func list(s string) []string {
@@ -376,5 +386,66 @@ func BenchmarkServerOverhead(b *testing.B) {
 				b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
 			})
 		}
+	}
+}
+
+// BenchmarkCapacity searches for the highest rate of batch-1 requests (open
+// loop, Poisson arrivals) whose p99 latency stays within -slo, with and
+// without dynamic batching. One iteration is one whole search.
+func BenchmarkCapacity(b *testing.B) {
+	h, w := inputSize(b)
+	for _, be := range backends() {
+		for _, workers := range ints(b, orDefault(*flagWorkers, "1,2", "1,2", be)) {
+			for _, batching := range []string{"off", "on"} {
+				name := fmt.Sprintf("backend=%s/workers=%d/batching=%s", be, workers, batching)
+				b.Run(name, func(b *testing.B) {
+					cfg := serverConfig(b, be, 1, workers, "overlap", orDefault(*flagPrecisions, "fp32", "fp32", be), "off", 1, h, w)
+					if batching == "on" {
+						cfg.MaxBatch, cfg.Batches = 64, []int{1, 8, 64}
+						cfg.MaxQueueDelay = *flagDelay
+					}
+					s := serverFor(b, name, cfg)
+					in, err := s.AllocInput(1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.FreeInput(in)
+					var rates []float64
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						c, err := loadgen.SearchCapacity(context.Background(), s.Target(in), loadgen.CapacitySpec{SLO: *flagSLO, Trial: *flagTrial, Seed: *flagSeed + uint64(i)})
+						if err != nil {
+							b.Fatal(err)
+						}
+						rates = append(rates, c.Rate)
+						writeCurve(b, name, c)
+					}
+					b.StopTimer()
+					var sum float64
+					for _, r := range rates {
+						sum += r
+					}
+					b.ReportMetric(sum/float64(len(rates)), capacityUnit())
+				})
+				if s, ok := servers.LoadAndDelete(name); ok {
+					s.(*inference.Server).Close()
+				}
+			}
+		}
+	}
+}
+
+// writeCurve appends the trials of one search to the -curve file.
+func writeCurve(b *testing.B, name string, c loadgen.Capacity) {
+	if *flagCurve == "" {
+		return
+	}
+	f, err := os.OpenFile(*flagCurve, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for _, t := range c.Trials {
+		fmt.Fprintf(f, "%s,%.1f,%d,%d,%d,%d,%t\n", name, t.Rate, t.Sent, t.Late, t.P50.Nanoseconds(), t.Quantile.Nanoseconds(), t.OK)
 	}
 }
