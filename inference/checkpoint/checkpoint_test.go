@@ -124,6 +124,13 @@ func TestTorchViews(t *testing.T) {
 			storages: map[string][]byte{"0": nil},
 			want:     map[string]Tensor{"e": {Shape: []int{0, 4}, Data: []float32{}, DType: F32}},
 		},
+		{
+			// fuzz crasher: an empty tensor far past the end of its storage
+			name:     "empty tensor past the storage",
+			ts:       []fakeTensor{{key: "e", storage: "0", storageType: "FloatStorage", numel: 2, offset: 3584, shape: []int{3, 0}, stride: []int{1, 60930}}},
+			storages: map[string][]byte{"0": f32bytes(le, 1, 2)},
+			want:     map[string]Tensor{"e": {Shape: []int{3, 0}, Data: []float32{}, DType: F32}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -367,6 +367,8 @@ func finishTorch(tensors map[string]*tensor, bo binary.ByteOrder) map[string]Ten
 		n, contiguous, _ := t.check()
 		res := Tensor{Shape: intShape(t.shape), DType: st.dtype}
 		switch {
+		case n == 0: // any offset is valid for an empty tensor: read nothing
+			res.Data = []float32{}
 		case t.out != nil && (bo == binary.LittleEndian && hostLittleEndian):
 			res.Data = t.out
 		case contiguous:
