@@ -89,6 +89,26 @@ func printConfig() {
 	fmt.Printf("Unit %s better=higher\n", capacityUnit())
 }
 
+var gpu struct {
+	once sync.Once
+	kv   []backend.KV
+	err  error
+}
+
+// gpuAvailable reports whether the cuda back-end can run here.
+func gpuAvailable() error {
+	gpu.once.Do(func() { gpu.kv, gpu.err = inference.DescribeGPU() })
+	return gpu.err
+}
+
+// deviceConfig returns the GPU's config lines, or none.
+func deviceConfig() []backend.KV {
+	if gpuAvailable() != nil {
+		return nil
+	}
+	return gpu.kv
+}
+
 func list(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {

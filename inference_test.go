@@ -2,10 +2,13 @@ package inferbench_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -21,6 +24,7 @@ import (
 	"github.com/inferbench/inferbench/inference/loadgen"
 	"github.com/inferbench/inferbench/inference/nop"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/resnet/testref"
 )
 
 // tinyArch is a small BasicBlock ResNet that runs in milliseconds on the CPU.
@@ -557,4 +561,38 @@ func TestWarmupIsReportedInParts(t *testing.T) {
 	assert.Positive(t, w.Setup)
 	assert.Positive(t, w.First)
 	assert.Equal(t, w.Load+w.Setup+w.First, w.Total())
+}
+
+// TestServerMatchesPyTorch serves every PyTorch reference model in
+// testdata/reference (made by scripts/make_reference.py) through the CPU
+// back-end, loading the checkpoint file through Config.Checkpoint, and compares
+// the logits with PyTorch's float64 ones.
+func TestServerMatchesPyTorch(t *testing.T) {
+	cases, err := testref.Load("testdata/reference")
+	require.NoError(t, err)
+	raw, err := os.ReadFile("testdata/reference/manifest.json")
+	require.NoError(t, err)
+	var man struct {
+		Cases []struct{ Name, Checkpoint string }
+	}
+	require.NoError(t, json.Unmarshal(raw, &man))
+	require.Len(t, man.Cases, len(cases))
+	for i, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			require.Equal(t, c.Name, man.Cases[i].Name)
+			s := newServer(t, inference.Config{Checkpoint: filepath.Join("testdata/reference", man.Cases[i].Checkpoint),
+				Height: c.H, Width: c.W, MaxBatch: c.N, Workers: 2, Pipeline: inference.Overlap})
+			assert.Positive(t, s.Warmup().Load, "checkpoint load is timed")
+			resp, err := s.Infer(context.Background(), inference.Tensor{Shape: []int{c.N, 3, c.H, c.W}, Data: c.Input})
+			require.NoError(t, err)
+			e := maxRelErr(resp.Logits.Data, c.Logits)
+			t.Logf("%s: max abs error / max |logit| = %.2e", c.Name, e)
+			assert.LessOrEqual(t, e, 1e-4)
+		})
+	}
+}
+
+func TestBadCheckpointIsAnError(t *testing.T) {
+	_, err := inference.New(inference.Config{Checkpoint: "testdata/does-not-exist.pt"})
+	assert.ErrorContains(t, err, "does-not-exist.pt")
 }
