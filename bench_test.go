@@ -21,6 +21,7 @@ import (
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/nop"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/trace"
 )
 
 // The benchmark matrix. Each flag takes a comma-separated list; BenchmarkServer
@@ -45,6 +46,7 @@ var (
 	flagTrial      = flag.Duration("trial", time.Second, "capacity search: length of each trial")
 	flagDelay      = flag.Duration("max-queue-delay", time.Millisecond, "capacity search with batching=on: MaxQueueDelay")
 	flagCurve      = flag.String("curve", "", "capacity search: append every trial (rate, p50, p99) to this CSV file")
+	flagTrace      = flag.String("timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
 )
 
 // Units tells benchstat and the regression gate which way is better.
@@ -195,7 +197,16 @@ func BenchmarkServer(b *testing.B) {
 										be, batch, workers, pipe, prec, graphs, devices, load)
 									b.Run(name, func(b *testing.B) {
 										cfg := serverConfig(b, be, batch, workers, pipe, prec, graphs, devices, h, w)
-										benchServer(b, serverFor(b, name, cfg), batch, load)
+										if *flagTrace != "" {
+											cfg.Trace = trace.New()
+										}
+										s := serverFor(b, name, cfg)
+										benchServer(b, s, batch, load)
+										if t := s.Config().Trace; t != nil {
+											if err := t.WriteFile(traceFile(name)); err != nil {
+												b.Fatal(err)
+											}
+										}
 									})
 									if s, ok := servers.LoadAndDelete(name); ok {
 										s.(*inference.Server).Close()
@@ -232,6 +243,11 @@ func serverConfig(b *testing.B, be string, batch, workers int, pipe, prec, graph
 		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
 		MaxQueue: 4096,
 	}
+}
+
+// traceFile is where the -trace of the sub-benchmark name goes.
+func traceFile(name string) string {
+	return strings.ReplaceAll(*flagTrace, "{name}", strings.NewReplacer("/", "_", "=", "-").Replace(name))
 }
 
 // servers keeps one server per configuration across the b.N ramp-up calls of
@@ -283,6 +299,9 @@ func benchServer(b *testing.B, s *inference.Server, batch int, load string) {
 		}
 	}
 	s.ResetStats()
+	if t := s.Config().Trace; t != nil {
+		t.Reset()
+	}
 	before := s.Stats()
 	sampler := s.Sampler()
 	if sampler != nil {

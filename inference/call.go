@@ -35,6 +35,7 @@ type Response struct {
 
 // Timing tells where a request's time went.
 type Timing struct {
+	ID       uint64    // request number, from 1, in order of Submit
 	Sent     time.Time // intended send time
 	Admitted time.Time // when Submit queued it
 	Started  time.Time // when a worker took its batch
@@ -105,6 +106,7 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 	now := time.Now()
 	c := &Call{srv: s, ctx: ctx, in: req.Input, n: n, out: req.Logits, done: make(chan struct{})}
 	c.resp.Timing.Sent, c.resp.Timing.Admitted = req.Sent, now
+	c.resp.Timing.ID = s.ids.Add(1)
 	if req.Sent.IsZero() {
 		c.resp.Timing.Sent = now
 	}

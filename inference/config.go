@@ -6,6 +6,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/trace"
 )
 
 // Pipeline is how a worker arranges its copy and compute stages.
@@ -104,6 +105,11 @@ type Config struct {
 	// once without waiting.
 	MaxQueueDelay    time.Duration
 	PreferredBatches []int
+
+	// Trace, if set, receives the timeline of every executed batch (queue
+	// wait, copy-in, compute, copy-out, delivery per request); write it with
+	// Trace.WriteFile and open it in Perfetto or chrome://tracing.
+	Trace *trace.Recorder
 }
 
 // withDefaults returns c with zero fields filled, or an error for invalid ones.

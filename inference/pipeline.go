@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/trace"
 )
 
 // batch is the unit of work of a worker: one or more calls run together.
@@ -16,8 +17,9 @@ type batch struct {
 	n     int
 	slot  int
 
-	started                  time.Time
-	copyIn, compute, copyOut time.Duration
+	started time.Time
+	// Wall-clock stage spans; copy-out includes the wait for the logits.
+	copyIn, compute, copyOut trace.Span
 	times                    backend.Times
 }
 
@@ -117,7 +119,7 @@ func (s *Server) deliver(id int, w backend.Worker, b *batch) {
 	out := w.Output(b.slot)
 	s.counts.batches.Add(1)
 	s.counts.items.Add(uint64(b.n))
-	copyIn, compute, copyOut := b.copyIn, b.compute, b.copyOut
+	copyIn, compute, copyOut := span(b.copyIn), span(b.compute), span(b.copyOut)
 	if b.times.Valid {
 		copyIn, compute, copyOut = b.times.H2D, b.times.Compute, b.times.D2H
 	}
@@ -137,7 +139,29 @@ func (s *Server) deliver(id int, w backend.Worker, b *batch) {
 		t.Worker, t.Batch = id, b.n
 		s.finish(c, logits, nil)
 	}
+	if s.cfg.Trace != nil {
+		s.trace(id, w, b)
+	}
 	s.retire(b)
+}
+
+func span(s trace.Span) time.Duration { return s.End.Sub(s.Start) }
+
+// trace records b in the configured trace.
+func (s *Server) trace(id int, w backend.Worker, b *batch) {
+	tb := &trace.Batch{
+		Worker: id, Device: trace.CPU, Started: b.started, Delivered: time.Now(),
+		CopyIn: b.copyIn, Compute: b.compute, CopyOut: b.copyOut,
+		DeviceTimed: b.times.Valid, H2D: b.times.H2D, ComputeDev: b.times.Compute, D2H: b.times.D2H,
+	}
+	if s.gpu {
+		tb.Device = w.Device()
+	}
+	for _, c := range b.calls {
+		t := &c.resp.Timing
+		tb.Requests = append(tb.Requests, trace.Request{ID: t.ID, Images: c.n, Sent: t.Sent, Admitted: t.Admitted})
+	}
+	s.cfg.Trace.Batch(tb)
 }
 
 // fail answers every call of b with err wrapped as a *WorkerError.
@@ -230,8 +254,7 @@ func (s *Server) runSerial(w backend.Worker, b *batch) error {
 		return err
 	}
 	err := guard("wait", func() (err error) { b.times, err = w.Wait(0); return err })
-	t3 := time.Now()
-	b.copyIn, b.compute, b.copyOut = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+	b.copyIn, b.compute, b.copyOut = trace.Span{Start: t0, End: t1}, trace.Span{Start: t1, End: t2}, trace.Span{Start: t2, End: time.Now()}
 	return err
 }
 
@@ -297,7 +320,7 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 				free <- slot
 				continue
 			}
-			b.copyIn = time.Since(t0)
+			b.copyIn = trace.Span{Start: t0, End: time.Now()}
 			toCompute <- b
 		}
 	}()
@@ -313,7 +336,7 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 				free <- slot
 				continue
 			}
-			b.compute = time.Since(t0)
+			b.compute = trace.Span{Start: t0, End: time.Now()}
 			toCopyOut <- b
 		}
 	}()
@@ -327,7 +350,7 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 			ok := step(b, "copy-out", func() error { return w.CopyOut(slot, b.n) }) &&
 				step(b, "wait", func() (err error) { b.times, err = w.Wait(slot); return err })
 			if ok {
-				b.copyOut = time.Since(t0)
+				b.copyOut = trace.Span{Start: t0, End: time.Now()}
 				s.deliver(id, w, b)
 			}
 			free <- slot

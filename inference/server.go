@@ -40,6 +40,8 @@ type Server struct {
 	live      atomic.Int32 // workers in service
 	downCause atomic.Pointer[error]
 
+	gpu      bool          // the back-end runs on GPUs (trace processes per device)
+	ids      atomic.Uint64 // request numbers
 	counts   counters
 	rec      metrics.Recorder
 	batchBuf sync.Pool
@@ -70,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, quit: make(chan struct{}), inflight: make(map[*batch]struct{})}
+	s := &Server{cfg: cfg, quit: make(chan struct{}), inflight: make(map[*batch]struct{}), gpu: be.Name() == "cuda"}
 	start := time.Now()
 	if s.model, err = loadModel(cfg); err != nil {
 		return nil, err
