@@ -372,60 +372,82 @@ func report(b *testing.B, s *inference.Server, res *loadgen.Result, batch int, m
 
 // BenchmarkServerOverhead measures what the server itself costs per request:
 // the zero-cost nop back-end, batch-1 requests of a 32x32 image, clients
-// goroutines each sending one request at a time.
+// goroutines each sending one request at a time; batching=on puts the dynamic
+// batcher in the path (sending at once, as a batch of one is full), trace=on
+// records every batch's timeline.
 func BenchmarkServerOverhead(b *testing.B) {
 	for _, workers := range []int{1, 2} {
 		for _, clients := range []int{1, 4} {
-			b.Run(fmt.Sprintf("workers=%d/clients=%d", workers, clients), func(b *testing.B) {
-				m, err := resnet.New(tinyArch, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				s, err := inference.New(inference.Config{Backend: nop.New(), Model: m, Height: 32, Width: 32, MaxBatch: 1, Workers: workers})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				var next atomic.Int64
-				hists := make([]metrics.Histogram, clients)
-				b.ReportAllocs()
-				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for c := 0; c < clients; c++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						in := inference.NewInput(1, 32, 32)
-						out := make([]float32, s.Classes())
-						ctx := context.Background()
-						for next.Add(1) <= int64(b.N) {
-							t0 := time.Now()
-							call, err := s.Submit(ctx, inference.Request{Input: in, Logits: out})
-							if err == nil {
-								err = call.Err()
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							hists[c].Record(time.Since(t0))
+			for _, batching := range []string{"off", "on"} {
+				for _, tracing := range []string{"off", "on"} {
+					name := fmt.Sprintf("workers=%d/clients=%d/batching=%s/trace=%s", workers, clients, batching, tracing)
+					b.Run(name, func(b *testing.B) {
+						cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: workers}
+						if batching == "on" {
+							cfg.MaxQueueDelay = time.Millisecond
 						}
-					}()
+						if tracing == "on" {
+							cfg.Trace = trace.New()
+						}
+						benchOverhead(b, cfg, clients)
+					})
 				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				var all metrics.Histogram
-				for i := range hists {
-					all.Merge(&hists[i])
-				}
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-				b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
-				b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
-			})
+			}
 		}
 	}
+}
+
+func benchTiny(b *testing.B) *resnet.Model {
+	m, err := resnet.New(tinyArch, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
+	s, err := inference.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var next atomic.Int64
+	hists := make([]metrics.Histogram, clients)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := inference.NewInput(1, 32, 32)
+			out := make([]float32, s.Classes())
+			ctx := context.Background()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				call, err := s.Submit(ctx, inference.Request{Input: in, Logits: out})
+				if err == nil {
+					err = call.Err()
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				hists[c].Record(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var all metrics.Histogram
+	for i := range hists {
+		all.Merge(&hists[i])
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
+	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
 }
 
 // BenchmarkCapacity searches for the highest rate of batch-1 requests (open
