@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -74,13 +73,10 @@ func TestMain(m *testing.M) {
 }
 
 // printConfig writes the config lines that keep results from different
-// machines apart.
+// machines apart. (Commit and date are left to scripts/sweep: lines that differ
+// between any two runs would split benchstat's before/after tables.)
 func printConfig() {
 	fmt.Printf("backend: %s\n", strings.Join(backends(), ","))
-	if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
-		fmt.Printf("commit: %s\n", strings.TrimSpace(string(out)))
-	}
-	fmt.Printf("date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
 	for _, kv := range deviceConfig() {
 		fmt.Printf("%s: %s\n", kv.Key, kv.Value)
