@@ -23,8 +23,8 @@
 #                   server at batch 1, 1 worker, serial, at 200x)
 #   GATE_SUITE      suite flags, used when both binaries know them
 #                   (default: -model=tiny -backends=cpu -batches=1 -workers=1 -pipelines=serial)
-#   GATE_FLAGS      flags for scripts/gate (default: gate the throughput and
-#                   latency units, 5 %, p99 at 15 %)
+#   GATE_FLAGS      flags for scripts/gate (default: gate throughput at 10 %,
+#                   p50 latency at 5 %, p99 latency at 25 %)
 #   GATE_TAGS       build tags (e.g. cuda)
 #   GATE_OUT        where base.txt, head.txt and gate.txt go (default results/tmp/gate)
 #   GATE_BUILD_ONLY=dir  only build base.test, head.test and gate into dir
@@ -38,7 +38,9 @@ default_specs='^BenchmarkServerOverhead$ 20000x
 ^BenchmarkServer$/^backend=cpu$/^batch=1$/^workers=1$/^pipeline=serial$ 200x'
 specs=${GATE_SPECS:-$default_specs}
 suite=${GATE_SUITE:--model=tiny -backends=cpu -batches=1 -workers=1 -pipelines=serial}
-gate_flags=${GATE_FLAGS:--units sec/op,req/s,samples/s,p50-latency-ns,p99-latency-ns -threshold 5% -threshold p99-latency-ns=15%}
+# Throughput on a shared 2-core machine moves by 10 % between identical
+# binaries (CI up to ±40 %); the overhead's p50 latency stays within ±4 %.
+gate_flags=${GATE_FLAGS:--units sec/op,req/s,samples/s,p50-latency-ns,p99-latency-ns -threshold 5% -threshold sec/op=10%,req/s=10%,samples/s=10%,p99-latency-ns=25%}
 tags=${GATE_TAGS:-}
 
 if [ "$rounds" -lt 6 ]; then
