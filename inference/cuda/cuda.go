@@ -1,27 +1,40 @@
 // Package cuda is the GPU back-end: it runs a resnet.Model on NVIDIA GPUs with
 // cuDNN and cuBLAS (loaded at run time) through gorgonia.org/cu.
 //
-// Open prepares an Engine in steps:
+// Open prepares an Engine in steps, each timed as a part of Info().Setup:
 //
-//  1. load cuDNN and cuBLAS, retain each device's primary context and upload
-//     the folded model (batch-norm folded into convolution weight and bias);
-//  2. make every Worker's streams, cuDNN/cuBLAS handles, activation buffers,
-//     per-slot device buffers, pinned staging and output buffers, and events;
-//  3. plan every batch size of Options.Batches and MaxBatch: tensor descriptors
-//     and, per convolution shape, the fastest algorithm measured with
-//     cudnnFindConvolutionForwardAlgorithmEx (other batch sizes are planned on
-//     first use with cuDNN's heuristics); size one workspace per worker;
-//  4. run one forward pass per planned batch size on every worker.
+//  1. load: load cuDNN and cuBLAS, retain each device's primary context and
+//     upload the folded model (batch-norm folded into convolution weight and
+//     bias); make every Worker's streams, cuDNN/cuBLAS handles, activation
+//     buffers, per-slot device buffers, pinned staging and output buffers and
+//     events;
+//  2. plan: make tensor descriptors for every batch size of Options.Batches and
+//     MaxBatch and, per convolution shape, choose the fastest algorithm measured
+//     with cudnnFindConvolutionForwardAlgorithmEx, or read it from the algorithm
+//     cache file (see CacheEnv), so that a second start skips the search; size
+//     one workspace per worker (other batch sizes are planned on first use with
+//     cuDNN's heuristics);
+//  3. first-inference: run one forward pass per planned batch size on every worker;
+//  4. capture (Options.Graphs): record the forward pass of every planned batch
+//     size for every slot into a CUDA graph, replayed with one launch.
 //
-// A batch then flows through a Worker: CopyIn (pinned staging or caller's pinned
-// memory, then an asynchronous host-to-device copy), Compute (convolution +
-// bias + ReLU + residual fused per layer, max-pool, average pool, classifier
-// GEMM + bias), CopyOut and Wait, each step bracketed by CUDA events that give
-// the stage times. In the Serial pipeline all steps share the worker's stream;
-// in Overlap, copy-in, compute and copy-out have their own streams, ordered by
-// events.
+// Precision picks the arithmetic and layout: FP32 is NCHW float without tensor
+// cores; TF32 is NHWC float with tensor cores allowed; FP16 is NHWC half with
+// float accumulation. The float NCHW input is converted on the GPU
+// (cudnnTransformTensor) when the layout or type differs; the classifier is a
+// float GEMM.
 //
-// Without the cuda build tag, Open returns an error wrapping backend.ErrNoGPU.
+// A batch flows through a Worker: CopyIn (parts in memory from AllocHost are
+// copied directly; other parts are first copied into the slot's pinned staging
+// buffer by several goroutines), Compute (per layer one fused convolution + bias
+// + ReLU (+ residual) call, max-pool, average pool, classifier GEMM + bias, or
+// one graph launch), CopyOut and Wait. Each step is bracketed by CUDA events,
+// which give the stage times and the busy fraction the Sampler reports. In the
+// Serial pipeline all steps share the worker's stream; in Overlap, copy-in,
+// compute and copy-out have their own streams, ordered by events.
+//
+// Without the cuda build tag, Open and Describe return errors wrapping
+// backend.ErrNoGPU.
 package cuda
 
 import "github.com/inferbench/inferbench/inference/backend"

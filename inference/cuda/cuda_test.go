@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -15,6 +17,9 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cublas"
+	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/cudnn"
 	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/resnet/testref"
 )
@@ -323,6 +328,32 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New().Open(m, tt.opts)
 			assert.Error(t, err)
+		})
+	}
+}
+
+func TestDeviceLost(t *testing.T) {
+	requireGPU(t)
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"illegal address", cu.IllegalAddress, true},
+		{"launch failed, wrapped", fmt.Errorf("x: %w", cu.LaunchFailed), true},
+		{"out of memory", cu.OutOfMemory, false},
+		{"cuDNN execution failed", cudnn.Status(5003), true},
+		{"cuDNN bad parameter", cudnn.StatusBadParam, false},
+		{"cuBLAS execution failed", cublas.StatusExecutionFailed, true},
+		{"driver call of ours", cudadrv.ErrIllegalAddress, true},
+	}
+	w := &worker{id: 1, dev: &device{ordinal: 0}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, deviceLost(tt.err), "deviceLost(%v)", tt.err)
+			err := w.wrap("compute", tt.err)
+			assert.ErrorIs(t, err, tt.err)
+			assert.Equal(t, tt.want, errors.Is(err, backend.ErrDeviceLost), "wrap(%v) is ErrDeviceLost", tt.err)
 		})
 	}
 }
