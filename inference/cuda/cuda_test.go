@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,6 +355,100 @@ func TestDeviceLost(t *testing.T) {
 			err := w.wrap("compute", tt.err)
 			assert.ErrorIs(t, err, tt.err)
 			assert.Equal(t, tt.want, errors.Is(err, backend.ErrDeviceLost), "wrap(%v) is ErrDeviceLost", tt.err)
+		})
+	}
+}
+
+// TestOverlapGoroutines drives a worker as the server's Overlap pipeline does,
+// copy-in, compute and copy-out/wait on three goroutines with three slots in
+// flight, and checks every batch's logits against a serial run.
+func TestOverlapGoroutines(t *testing.T) {
+	requireGPU(t)
+	arch := resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 1}, Classes: 10}
+	m, err := resnet.New(arch, 3)
+	require.NoError(t, err)
+	const n, h, w, batches, slots = 4, 64, 48, 40, 3
+	inputs := make([][]float32, batches)
+	for i := range inputs {
+		inputs[i] = randomInput(n, h, w, uint64(100+i))
+	}
+	for _, cfg := range []config{{backend.FP32, false}, {backend.FP16, true}} {
+		t.Run(fmt.Sprintf("%s/graphs=%v", cfg.prec, cfg.graphs), func(t *testing.T) {
+			e, err := New().Open(m, backend.Options{Workers: 1, Slots: slots, MaxBatch: n, Height: h, Width: w,
+				Pipeline: backend.Overlap, Precision: cfg.prec, Graphs: cfg.graphs})
+			require.NoError(t, err)
+			defer e.Close()
+			want := make([][]float32, batches)
+			for i, x := range inputs {
+				want[i] = run(t, e, [][]float32{x}, n)
+			}
+
+			wk := e.Workers()[0]
+			type job struct{ i, slot int }
+			free := make(chan int, slots)
+			for s := range slots {
+				free <- s
+			}
+			toCompute, toOut := make(chan job, slots), make(chan job, slots)
+			got := make([][]float32, batches)
+			errs := make(chan error, 3)
+			var wg sync.WaitGroup
+			stage := func(f func() error) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					release := wk.Bind()
+					defer release()
+					errs <- f()
+				}()
+			}
+			stage(func() error {
+				defer close(toCompute)
+				for i := range batches {
+					slot := <-free
+					if err := wk.CopyIn(slot, [][]float32{inputs[i]}); err != nil {
+						return err
+					}
+					toCompute <- job{i, slot}
+				}
+				return nil
+			})
+			stage(func() error {
+				defer close(toOut)
+				for j := range toCompute {
+					if err := wk.Compute(j.slot, n); err != nil {
+						return err
+					}
+					toOut <- j
+				}
+				return nil
+			})
+			stage(func() error {
+				for j := range toOut {
+					if err := wk.CopyOut(j.slot, n); err != nil {
+						return err
+					}
+					if _, err := wk.Wait(j.slot); err != nil {
+						return err
+					}
+					got[j.i] = append([]float32(nil), wk.Output(j.slot)[:n*arch.Classes]...)
+					free <- j.slot
+				}
+				return nil
+			})
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			for i := range batches {
+				ref := make([]float64, len(want[i]))
+				for k, v := range want[i] {
+					ref[k] = float64(v)
+				}
+				rel, _ := relErr(got[i], ref)
+				assert.LessOrEqual(t, rel, 1e-6, "batch %d: pipelined logits differ from serial ones", i)
+			}
 		})
 	}
 }
