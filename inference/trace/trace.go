@@ -94,12 +94,22 @@ type requestRecord struct {
 	sent, admitted int64
 }
 
-// chunk sizes of the Recorder's storage: appending never copies what is
-// already recorded, so Batch's cost does not grow with the trace.
+// Chunk sizes of the Recorder's storage: appending never copies what is
+// already recorded, so Batch's cost does not grow with the trace. The first
+// chunks are small, so that a short trace stays small; each chunk doubles
+// until it reaches the maximum.
 const (
-	batchChunk   = 512
-	requestChunk = 4096
+	firstBatchChunk, batchChunk     = 16, 512
+	firstRequestChunk, requestChunk = 64, 4096
 )
+
+// chunkSize is the capacity of chunk number n (from 0).
+func chunkSize(n, first, most int) int {
+	if n >= 16 {
+		return most
+	}
+	return min(first<<n, most)
+}
 
 // A Recorder collects batch timelines. It is safe for concurrent use. The
 // zero value is not ready: use New. The methods of a nil *Recorder do nothing,
@@ -147,7 +157,8 @@ func (r *Recorder) Batch(b *Batch) {
 	if len(b.Requests) > 0 {
 		last := len(r.requests) - 1
 		if last < 0 || cap(r.requests[last])-len(r.requests[last]) < len(b.Requests) {
-			r.requests = append(r.requests, make([]requestRecord, 0, max(requestChunk, len(b.Requests))))
+			r.requests = append(r.requests, make([]requestRecord, 0,
+				max(chunkSize(len(r.requests), firstRequestChunk, requestChunk), len(b.Requests))))
 			last++
 		}
 		rec.reqChunk, rec.reqOff = int32(last), int32(len(r.requests[last]))
@@ -159,7 +170,7 @@ func (r *Recorder) Batch(b *Batch) {
 	}
 	last := len(r.batches) - 1
 	if last < 0 || len(r.batches[last]) == cap(r.batches[last]) {
-		r.batches = append(r.batches, make([]record, 0, batchChunk))
+		r.batches = append(r.batches, make([]record, 0, chunkSize(len(r.batches), firstBatchChunk, batchChunk)))
 		last++
 	}
 	r.batches[last] = append(r.batches[last], rec)

@@ -338,3 +338,21 @@ func BenchmarkWriteJSON(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(r.Len()), "ns/batch")
 }
+
+func TestChunks(t *testing.T) {
+	tests := []struct{ n, want int }{{0, 16}, {1, 32}, {5, 512}, {6, 512}, {40, 512}}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, chunkSize(tt.n, firstBatchChunk, batchChunk), "chunkSize(%d)", tt.n)
+	}
+
+	// Batches across many chunks, one with more requests than a chunk holds.
+	batches := synth{Device: CPU, Workers: 1, Batches: 100, Requests: 3, Seed: 7}.batches()
+	big := synth{Device: CPU, Workers: 1, Batches: 1, Requests: requestChunk + 10, Seed: 8}.batches()[0]
+	for i := range big.Requests {
+		big.Requests[i].ID += 1 << 40
+	}
+	batches = append(batches[:50:50], append([]Batch{big}, batches[50:]...)...)
+	r := recordAll(t, batches)
+	assert.Equal(t, 101, r.Len())
+	assert.Len(t, checkFormat(t, parse(t, r)), 300+requestChunk+10)
+}
