@@ -212,14 +212,14 @@ func (c *chart) draw() *image.RGBA {
 	return img
 }
 
-// box draws an event box from x0 to x1 (fractional pixels), at least one
-// pixel wide, clipped to the plot area, with a darker outline when it is wide
+// box draws an event box from x0 to x1 (fractional pixels), at least two
+// pixels wide so that short events stay visible, clipped to the plot area, with a darker outline when it is wide
 // enough for one to show.
 func box(img *image.RGBA, x0, x1 float64, top, left, right int, c color.RGBA) {
 	a := max(int(math.Floor(x0)), left)
 	b := min(int(math.Ceil(x1)), right)
-	if b <= a {
-		b = a + 1
+	if b < a+2 {
+		b = a + 2
 	}
 	r := image.Rect(a, top, b, top+rowH)
 	dark := color.RGBA{c.R / 2, c.G / 2, c.B / 2, 0xff}

@@ -12,7 +12,7 @@
 //     file) on threads whose "process: thread" label matches -threads.
 //  3. Lay out one row per thread, ordered as Perfetto orders them (process
 //     sort index, pid, thread sort index, tid), and one box per event, at
-//     least one pixel wide; a box's colour says its event name (queue grey,
+//     least two pixels wide; a box's colour says its event name (queue grey,
 //     h2d blue, compute green, d2h orange, deliver purple).
 //  4. Draw the rows, boxes, a legend and a time axis, and write the PNG.
 //
