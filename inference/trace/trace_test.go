@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,7 +137,6 @@ func TestFormatAndConsistency(t *testing.T) {
 		{"gpu1/serial/device-timed", synth{Device: 1, Workers: 1, Batches: 5, Requests: 1, DeviceTimed: true, Seed: 4}},
 		{"gpu/serial/host-timed", synth{Device: 0, Workers: 3, Batches: 4, Requests: 8, Seed: 5}},
 	}
-	order := []string{"queue", "h2d", "compute", "d2h", "deliver"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			batches := tt.run.batches()
@@ -143,19 +144,41 @@ func TestFormatAndConsistency(t *testing.T) {
 			require.Equal(t, len(batches), r.Len())
 			byRequest := checkFormat(t, parse(t, r))
 			require.Len(t, byRequest, tt.run.Workers*tt.run.Batches*tt.run.Requests)
-			for id, evs := range byRequest {
-				for i, name := range order {
-					require.Contains(t, evs, name, "request %d", id)
-					if i == 0 {
-						continue
-					}
-					prev, cur := evs[order[i-1]], evs[name]
-					assert.LessOrEqual(t, prev.end, cur.start+eps,
-						"request %d: %s ends at %v µs, after %s starts at %v µs", id, order[i-1], prev.end, name, cur.start)
-				}
-			}
+			checkOrder(t, byRequest)
 		})
 	}
+}
+
+// checkOrder checks that every request's stages come one after another:
+// queue, h2d, compute, d2h, deliver.
+func checkOrder(t *testing.T, byRequest map[uint64]map[string]interval) {
+	t.Helper()
+	order := []string{"queue", "h2d", "compute", "d2h", "deliver"}
+	for id, evs := range byRequest {
+		for i, name := range order {
+			require.Contains(t, evs, name, "request %d", id)
+			if i == 0 {
+				continue
+			}
+			prev, cur := evs[order[i-1]], evs[name]
+			assert.LessOrEqual(t, prev.end, cur.start+eps,
+				"request %d: %s ends at %v µs, after %s starts at %v µs", id, order[i-1], prev.end, name, cur.start)
+		}
+	}
+}
+
+// TestRecordedTrace checks the trace the server recorded for docs/trace.png.
+func TestRecordedTrace(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "trace.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("no docs/trace.json in this checkout")
+	}
+	require.NoError(t, err)
+	var f file
+	require.NoError(t, json.Unmarshal(data, &f))
+	byRequest := checkFormat(t, f)
+	require.NotEmpty(t, byRequest)
+	checkOrder(t, byRequest)
 }
 
 // TestDeviceLayout checks that device-timed spans end at the end of the
