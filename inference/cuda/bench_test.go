@@ -25,6 +25,7 @@ type benchCase struct {
 	batch  int
 	pinned bool
 	direct bool // pageable input copied by the driver (no staging of ours)
+	split  bool // one part per image, as a server that batches requests passes them
 }
 
 func (c benchCase) String() string {
@@ -37,6 +38,9 @@ func (c benchCase) String() string {
 	} else if c.direct {
 		in = "pageable-direct"
 	}
+	if c.split {
+		in += "-images"
+	}
 	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s", c.prec, g, c.pipe, c.batch, in)
 }
 
@@ -46,19 +50,23 @@ func benchCases() []benchCase {
 	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
 		for _, g := range []bool{false, true} {
 			for _, b := range batches {
-				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false})
+				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false, false})
 			}
 		}
 	}
 	for _, b := range batches {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false, false})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false, false})
 	}
 	for _, b := range batches[1:] {
 		for _, direct := range []bool{false, true} {
-			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct})
-			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct})
+			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct, false})
+			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct, false})
 		}
+	}
+	for _, pinned := range []bool{false, true} {
+		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, 256, pinned, false, true})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, 256, pinned, false, true})
 	}
 	return cs
 }
@@ -101,6 +109,17 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		}
 		inputs[i] = x
 	}
+	parts := make([][][]float32, slots)
+	for i, x := range inputs {
+		parts[i] = [][]float32{x}
+		if c.split {
+			per := len(x) / batch
+			parts[i] = nil
+			for j := 0; j < batch; j++ {
+				parts[i] = append(parts[i], x[j*per:(j+1)*per])
+			}
+		}
+	}
 	w := e.Workers()[0]
 	release := w.Bind()
 	defer release()
@@ -126,7 +145,7 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 			wait(slot)
 		}
 		issued[slot] = time.Now()
-		require.NoError(b, w.CopyIn(slot, [][]float32{inputs[slot]}))
+		require.NoError(b, w.CopyIn(slot, parts[slot]))
 		require.NoError(b, w.Compute(slot, batch))
 		require.NoError(b, w.CopyOut(slot, batch))
 		i++

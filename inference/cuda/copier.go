@@ -1,5 +1,3 @@
-//go:build cuda
-
 package cuda
 
 import "sync"
@@ -37,14 +35,20 @@ func newCopier(n int) *copier {
 	return c
 }
 
+// minJob is the fewest float32 values (64 KiB) handed to a copier goroutine:
+// smaller copies are done by the caller.
+const minJob = 1 << 14
+
 // copy starts copying src to dst (same length) and counts the work in wg; the
-// caller waits on wg before using dst.
+// caller waits on wg before using dst. A large copy is split over the
+// goroutines; many mid-sized ones (one image each, say) run in parallel as
+// separate jobs.
 func (c *copier) copy(dst, src []float32, wg *sync.WaitGroup) {
-	if len(src) < 2*chunk || c.n < 2 {
+	if len(src) < minJob || c.n < 2 {
 		copy(dst, src)
 		return
 	}
-	pieces := min(c.n, len(src)/chunk)
+	pieces := max(1, min(c.n, len(src)/chunk))
 	size := (len(src) + pieces - 1) / pieces
 	for lo := 0; lo < len(src); lo += size {
 		hi := min(lo+size, len(src))

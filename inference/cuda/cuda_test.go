@@ -127,7 +127,7 @@ func TestLogitsMatchReference(t *testing.T) {
 		{name: "small", arch: small, n: 3, h: 64, w: 48, maxBatch: 3},
 		{name: "small/heuristic-plan/overlap/parts", arch: small, n: 3, h: 64, w: 48, maxBatch: 5, batches: []int{1},
 			pipeline: backend.Overlap, splitParts: true},
-		{name: "small/pinned", arch: small, n: 3, h: 64, w: 48, maxBatch: 4, pinned: true, splitParts: true},
+		{name: "small/pinned", arch: small, n: 4, h: 64, w: 48, maxBatch: 4, pinned: true, splitParts: true},
 		{name: "resnet18", arch: resnet.ResNet18(), n: 2, h: 250, w: 250, maxBatch: 2},
 	}
 	for _, tt := range tests {
@@ -160,7 +160,8 @@ func TestLogitsMatchReference(t *testing.T) {
 					per := 3 * tt.h * tt.w
 					parts = [][]float32{input[:per], input[per:]}
 					if tt.pinned {
-						parts = [][]float32{input[:per], x[per : 2*per], input[2*per:]} // pinned, pageable, pinned
+						// Two adjacent pinned parts (one copy), a pageable one, a pinned one.
+						parts = [][]float32{input[:per], input[per : 2*per], x[2*per : 3*per], input[3*per:]}
 					}
 				}
 				got := run(t, e, parts, tt.n)
