@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -64,6 +65,57 @@ type batchInfo struct {
 	rec    *record
 	reqs   []requestRecord
 	images int64
+	placed bool        // dev holds the device-timed stages
+	dev    [3][2]int64 // h2d, compute, d2h: start, end
+}
+
+// issue is when the host issued b's first stage.
+func (b *record) issue() int64 {
+	if b.in[0] != absent {
+		return b.in[0]
+	}
+	return b.started
+}
+
+// placeDevice lays out the device-timed stages of every batch. The device
+// measured how long each stage took, not when it ran; the host saw the
+// copy-out finish at out[1], so the stages ran back to back ending no later
+// than that. Each stream also runs one stage at a time, in the order the
+// batches were issued, so a stage ends no later than the same stream's stage
+// of the worker's next batch starts. Going from a worker's last batch to its
+// first, each stage is placed as late as both bounds allow, then clipped
+// so that it does not start before the host issued the batch.
+func placeDevice(infos []batchInfo) {
+	type stream struct{ device, worker int }
+	groups := map[stream][]*batchInfo{}
+	for i := range infos {
+		if b := infos[i].rec; b.deviceTimed && b.out[1] != absent {
+			k := stream{b.device, b.worker}
+			groups[k] = append(groups[k], &infos[i])
+		}
+	}
+	for _, g := range groups {
+		slices.SortFunc(g, func(x, y *batchInfo) int {
+			return cmp.Or(cmp.Compare(x.rec.issue(), y.rec.issue()), cmp.Compare(x.rec.out[1], y.rec.out[1]))
+		})
+		next := [3]int64{math.MaxInt64, math.MaxInt64, math.MaxInt64}
+		for k := len(g) - 1; k >= 0; k-- {
+			info, b := g[k], g[k].rec
+			dev := [3]int64{b.h2d, b.computeDev, b.d2h}
+			floor := b.issue()
+			end := b.out[1]
+			for i := 2; i >= 0; i-- {
+				end = min(end, next[i])
+				start := end - max(dev[i], 0)
+				info.dev[i] = [2]int64{max(start, floor), max(end, floor)}
+				end = start
+			}
+			for i := range next {
+				next[i] = info.dev[i][0]
+			}
+			info.placed = true
+		}
+	}
 }
 
 // processID is the trace pid of a device: 1 for the CPU, 2+N for GPU N.
@@ -94,29 +146,15 @@ func appendSpans(out []span, info *batchInfo) []span {
 	}
 
 	host := [3][2]int64{b.in, b.compute, b.out}
-	if b.deviceTimed && b.out[1] != absent {
-		// Backwards from the end of the copy-out, clipped at the host's issue.
-		floor := b.in[0]
-		if floor == absent {
-			floor = b.started
-		}
-		dev := [3]int64{b.h2d, b.computeDev, b.d2h}
-		var spans [3]span
-		end := b.out[1]
-		for i := 2; i >= 0; i-- {
-			start := end - max(dev[i], 0)
-			spans[i] = span{key: key(kindH2D + kind(i)), start: start, end: end, batch: info, request: -1,
-				device: true, deviceDur: dev[i], hostDur: absent}
-			end = start
-		}
-		for i := range spans {
-			s := &spans[i]
-			s.start, s.end = max(s.start, floor), max(s.end, floor)
+	if info.placed {
+		for i, d := range info.dev {
+			s := span{key: key(kindH2D + kind(i)), start: d[0], end: d[1], batch: info, request: -1,
+				device: true, deviceDur: [3]int64{b.h2d, b.computeDev, b.d2h}[i], hostDur: absent}
 			if host[i][0] != absent && host[i][1] != absent {
 				s.hostDur = host[i][1] - host[i][0]
 			}
+			out = append(out, s)
 		}
-		out = append(out, spans[:]...)
 	} else {
 		for i, h := range host {
 			if h[0] == absent || h[1] == absent {
@@ -148,7 +186,10 @@ func layout(recs []record, reqChunks [][]requestRecord) (sorted []*span, lanes [
 		for _, q := range info.reqs {
 			info.images += q.images
 		}
-		spans = appendSpans(spans, info)
+	}
+	placeDevice(infos)
+	for i := range infos {
+		spans = appendSpans(spans, &infos[i])
 	}
 	if len(spans) == 0 {
 		return nil, nil, 0

@@ -51,7 +51,10 @@ type Request struct {
 // CPU) each stage. When DeviceTimed is set, the GPU spans are drawn instead on
 // the stream tracks with the device-measured durations, laid out backwards from
 // CopyOut.End: the d2h span ends at CopyOut.End, compute ends where d2h starts
-// and h2d ends where compute starts. Those spans never start before
+// and h2d ends where compute starts. As a stream runs one stage at a time, a
+// span also ends no later than the same worker's span of the next batch on
+// that stream starts (the host sees a copy-out finish a little after it did,
+// and by a different delay each time). The spans never start before
 // CopyIn.Start (the device cannot start a copy the host has not issued); a
 // span that would is clipped, and its event keeps the measured duration in
 // its args.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,9 +143,16 @@ func TestFormatAndConsistency(t *testing.T) {
 			batches := tt.run.batches()
 			r := recordAll(t, batches)
 			require.Equal(t, len(batches), r.Len())
-			byRequest := checkFormat(t, parse(t, r))
+			f := parse(t, r)
+			byRequest := checkFormat(t, f)
 			require.Len(t, byRequest, tt.run.Workers*tt.run.Batches*tt.run.Requests)
 			checkOrder(t, byRequest)
+			// A stream runs one stage at a time: its track needs no second lane.
+			for _, name := range threadNames(f) {
+				if !strings.HasPrefix(name, "queue") {
+					assert.NotContains(t, name, "#", "stage spans overlap on one stream")
+				}
+			}
 		})
 	}
 }
@@ -224,13 +232,51 @@ func TestLanes(t *testing.T) {
 	}
 	f := parse(t, recordAll(t, batches))
 	checkFormat(t, f)
+	assert.Equal(t, []string{"queue", "queue #2", "queue #3", "worker 0 h2d"}, threadNames(f))
+}
+
+// threadNames returns the thread names of f in file order.
+func threadNames(f file) []string {
 	var names []string
 	for _, e := range f.TraceEvents {
 		if e["name"] == "thread_name" {
 			names = append(names, e["args"].(map[string]any)["name"].(string))
 		}
 	}
-	assert.Equal(t, []string{"queue", "queue #2", "queue #3", "worker 0 h2d"}, names)
+	return names
+}
+
+// TestStreamOrder: the host saw batch 1's copy-out finish late, so laid out
+// from that moment alone its compute would overlap batch 2's on the same
+// stream. It is moved earlier instead, durations kept.
+func TestStreamOrder(t *testing.T) {
+	at := func(us int) time.Time { return synthBase.Add(time.Duration(us) * time.Microsecond) }
+	mk := func(id uint64, issue, outEnd int) Batch {
+		return Batch{
+			Device: 0, Requests: []Request{{ID: id, Images: 1, Admitted: at(0)}},
+			Started: at(issue), CopyIn: Span{at(issue), at(issue + 1)}, Compute: Span{at(issue + 1), at(issue + 2)},
+			CopyOut: Span{at(issue + 2), at(outEnd)}, Delivered: at(outEnd + 1),
+			DeviceTimed: true, H2D: 10 * time.Microsecond, ComputeDev: 100 * time.Microsecond, D2H: 5 * time.Microsecond,
+		}
+	}
+	// Batch 2 alone: d2h 225..230, compute 125..225, h2d 115..125.
+	// Batch 1 alone would be: d2h 135..140, compute 35..135 (overlapping
+	// batch 2's compute by 10 µs), h2d 25..35. Its d2h stays; compute and h2d
+	// move 10 µs earlier.
+	f := parse(t, recordAll(t, []Batch{mk(2, 20, 230), mk(1, 10, 140)}))
+	byRequest := checkFormat(t, f)
+	for id, stages := range map[uint64]map[string]interval{
+		1: {"h2d": {15, 25}, "compute": {25, 125}, "d2h": {135, 140}},
+		2: {"h2d": {115, 125}, "compute": {125, 225}, "d2h": {225, 230}},
+	} {
+		for name, w := range stages {
+			got := byRequest[id][name]
+			// ts are relative to the earliest span, batch 1's queue at 0.
+			assert.InDelta(t, w.start, got.start, eps, "request %d %s start", id, name)
+			assert.InDelta(t, w.end, got.end, eps, "request %d %s end", id, name)
+		}
+	}
+	assert.NotContains(t, strings.Join(threadNames(f), ","), "compute #2")
 }
 
 func TestBatchCopies(t *testing.T) {
