@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,18 +173,25 @@ func checkOrder(t *testing.T, byRequest map[uint64]map[string]interval) {
 	}
 }
 
-// TestRecordedTrace checks the trace the server recorded for docs/trace.png.
-func TestRecordedTrace(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "trace.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("no docs/trace.json in this checkout")
-	}
+// TestRecordedTraces checks the traces the server recorded for the pictures
+// in docs/ (CPU, and a GPU with device timing).
+func TestRecordedTraces(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "docs", "trace*.json"))
 	require.NoError(t, err)
-	var f file
-	require.NoError(t, json.Unmarshal(data, &f))
-	byRequest := checkFormat(t, f)
-	require.NotEmpty(t, byRequest)
-	checkOrder(t, byRequest)
+	if len(paths) == 0 {
+		t.Skip("no docs/trace*.json in this checkout")
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var f file
+			require.NoError(t, json.Unmarshal(data, &f))
+			byRequest := checkFormat(t, f)
+			require.NotEmpty(t, byRequest)
+			checkOrder(t, byRequest)
+		})
+	}
 }
 
 // TestDeviceLayout checks that device-timed spans end at the end of the
