@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/gemm"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -62,7 +63,7 @@ func TestForwardMatchesReference(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.kernel != "" {
-				t.Setenv("INFERBENCH_GEMM_KERNEL", tc.kernel)
+				t.Setenv(gemm.KernelEnv, tc.kernel)
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")
@@ -96,6 +97,14 @@ func TestForwardMatchesReference(t *testing.T) {
 			assert.LessOrEqual(t, worst, 1e-4*scale, "max abs error against the float64 reference")
 		})
 	}
+}
+
+func TestUnsupportedKernel(t *testing.T) {
+	t.Setenv(gemm.KernelEnv, "nope")
+	m, err := resnet.New(resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8}, Blocks: []int{1}, Classes: 2}, 1)
+	require.NoError(t, err)
+	_, err = New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 32, Width: 32})
+	assert.ErrorContains(t, err, `cpu: gemm: kernel "nope"`)
 }
 
 func TestForwardAllocs(t *testing.T) {

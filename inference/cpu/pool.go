@@ -14,8 +14,9 @@ type pool struct {
 	ctx *gemm.Context
 }
 
-// newPool returns a pool of n threads (at least 1). If the environment names
-// a GEMM kernel this CPU lacks (gemm.KernelEnv), the portable kernel is used.
+// newPool returns a pool of n threads (at least 1). The environment may name
+// the GEMM kernel (gemm.KernelEnv); one this CPU lacks makes compile fail
+// before the pool is made, and falls back to the portable kernel here.
 func newPool(n int) *pool {
 	n = max(n, 1)
 	ctx, err := gemm.New(gemm.Config{Threads: n})
