@@ -262,7 +262,21 @@ func serverFor(b *testing.B, key string, cfg inference.Config) *inference.Server
 		b.Fatal(err)
 	}
 	servers.Store(key, s)
+	printInfo(s.Info().Config)
 	return s
+}
+
+// printed holds the back-end config lines already printed.
+var printed sync.Map
+
+// printInfo prints a back-end's config lines the first time each value is seen
+// (config lines apply to the benchmark lines after them).
+func printInfo(kvs []backend.KV) {
+	for _, kv := range kvs {
+		if old, ok := printed.Swap(kv.Key, kv.Value); !ok || old != kv.Value {
+			fmt.Printf("%s: %s\n", kv.Key, kv.Value)
+		}
+	}
 }
 
 func benchServer(b *testing.B, s *inference.Server, batch int, load string) {

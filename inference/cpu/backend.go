@@ -60,7 +60,10 @@ type engine struct {
 }
 
 func (e *engine) Info() backend.Info {
-	return backend.Info{Config: []backend.KV{{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)}}}
+	return backend.Info{Config: []backend.KV{
+		{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)},
+		{Key: "cpu-gemm-kernel", Value: e.pool.ctx.Kernel()},
+	}}
 }
 
 func (e *engine) Workers() []backend.Worker { return e.workers }
@@ -102,7 +105,9 @@ func (w *worker) Compute(s int, n int) error {
 	i := 0
 	for _, p := range sl.parts {
 		for off := 0; off+img <= len(p) && i < n; off += img {
-			w.net.forward(w.pool, w.scratch, p[off:off+img], sl.out[i*w.net.classes:(i+1)*w.net.classes])
+			if err := w.net.forward(w.pool, w.scratch, p[off:off+img], sl.out[i*w.net.classes:(i+1)*w.net.classes]); err != nil {
+				return err
+			}
 			i++
 		}
 	}
