@@ -114,7 +114,7 @@ func checkFormat(t *testing.T, f file) map[uint64]map[string]interval {
 		assert.True(t, processes[th.pid], "pid %v has no process_name", th.pid)
 		assert.True(t, threads[th], "pid %v tid %v has no thread_name", th.pid, th.tid)
 		// Complete events on one thread must not overlap (we never nest).
-		slices.SortFunc(ivs, func(a, b interval) int { return cmp.Compare(a.start, b.start) })
+		slices.SortFunc(ivs, func(a, b interval) int { return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end)) })
 		for i := 1; i < len(ivs); i++ {
 			assert.LessOrEqual(t, ivs[i-1].end, ivs[i].start+eps, "pid %v tid %v: %v overlaps %v", th.pid, th.tid, ivs[i-1], ivs[i])
 		}
