@@ -33,7 +33,7 @@ import (
 // "cpu". Other values are GPU ordinals, named "gpu N".
 const CPU = -1
 
-// Span is a wall-clock interval. A Span whose Start is the zero time is absent.
+// Span is a wall-clock interval. A Span with a zero Start or End is absent.
 type Span struct{ Start, End time.Time }
 
 // Request is one caller's request within a batch.
@@ -119,7 +119,9 @@ func chunkSize(n, first, most int) int {
 // so a server may call them unconditionally.
 //
 // A Recorder keeps every batch until Reset: about 130 bytes per batch and 32
-// per request.
+// per request. It keeps times as wall-clock Unix nanoseconds (monotonic clock
+// readings are dropped), so a step of the system clock during a run shows as a
+// jump in the trace.
 type Recorder struct {
 	mu       sync.Mutex
 	batches  [][]record        // full chunks, then the current one
