@@ -21,6 +21,7 @@ type batch struct {
 	// Wall-clock stage spans; copy-out includes the wait for the logits.
 	copyIn, compute, copyOut trace.Span
 	times                    backend.Times
+	traced                   []trace.Request // reused by Server.trace
 }
 
 func (s *Server) getBatch() *batch {
@@ -33,7 +34,7 @@ func (s *Server) getBatch() *batch {
 func (s *Server) putBatch(b *batch) {
 	clear(b.calls)
 	clear(b.parts)
-	*b = batch{calls: b.calls[:0], parts: b.parts[:0]}
+	*b = batch{calls: b.calls[:0], parts: b.parts[:0], traced: b.traced[:0]}
 	s.batchBuf.Put(b)
 }
 
@@ -159,8 +160,9 @@ func (s *Server) trace(id int, w backend.Worker, b *batch) {
 	}
 	for _, c := range b.calls {
 		t := &c.resp.Timing
-		tb.Requests = append(tb.Requests, trace.Request{ID: t.ID, Images: c.n, Sent: t.Sent, Admitted: t.Admitted})
+		b.traced = append(b.traced, trace.Request{ID: t.ID, Images: c.n, Sent: t.Sent, Admitted: t.Admitted})
 	}
+	tb.Requests = b.traced
 	s.cfg.Trace.Batch(tb)
 }
 
