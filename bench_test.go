@@ -462,7 +462,9 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 
 // BenchmarkCapacity searches for the highest rate of batch-1 requests (open
 // loop, Poisson arrivals) whose p99 latency stays within -slo, with and
-// without dynamic batching. One iteration is one whole search.
+// without dynamic batching, on the overlap pipeline with the first of
+// -precisions and -graphs. One iteration is one whole search: run it with
+// -benchtime 1x and repeat with -count.
 func BenchmarkCapacity(b *testing.B) {
 	h, w := inputSize(b)
 	for _, be := range backends() {
@@ -470,7 +472,8 @@ func BenchmarkCapacity(b *testing.B) {
 			for _, batching := range []string{"off", "on"} {
 				name := fmt.Sprintf("backend=%s/workers=%d/batching=%s", be, workers, batching)
 				b.Run(name, func(b *testing.B) {
-					cfg := serverConfig(b, be, 1, workers, "overlap", orDefault(*flagPrecisions, "fp32", "fp32", be), "off", 1, h, w)
+					prec := list(orDefault(*flagPrecisions, "fp32", "fp32", be))[0]
+					cfg := serverConfig(b, be, 1, workers, "overlap", prec, list(*flagGraphs)[0], 1, h, w)
 					if batching == "on" {
 						cfg.MaxBatch, cfg.Batches = 64, []int{1, 8, 64}
 						cfg.MaxQueueDelay = *flagDelay
