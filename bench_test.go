@@ -475,7 +475,9 @@ func BenchmarkCapacity(b *testing.B) {
 					prec := list(orDefault(*flagPrecisions, "fp32", "fp32", be))[0]
 					cfg := serverConfig(b, be, 1, workers, "overlap", prec, list(*flagGraphs)[0], 1, h, w)
 					if batching == "on" {
-						cfg.MaxBatch, cfg.Batches = 64, []int{1, 8, 64}
+						// Prepared sizes in powers of two: a merged batch runs padded
+						// to at most twice its size, never planned on the request path.
+						cfg.MaxBatch, cfg.Batches = 64, []int{1, 2, 4, 8, 16, 32, 64}
 						cfg.MaxQueueDelay = *flagDelay
 					}
 					s := serverFor(b, name, cfg)

@@ -53,6 +53,11 @@ type Engine struct {
 
 	planMu sync.Mutex
 	plans  []*plan // index: batch size; read under planMu or after Open for prepared sizes
+	// runAs maps a batch size n to the size the forward pass runs at: the
+	// smallest prepared size in [n, 2n] (its plan and graph exist, and the
+	// extra images are stale memory whose logits nobody reads: images never
+	// mix), or n itself. Fixed at Open.
+	runAs []int
 
 	hostMu sync.RWMutex
 	host   []hostRange // pinned memory handed out by AllocHost
@@ -177,6 +182,7 @@ func (e *Engine) open() error {
 	if err != nil {
 		return err
 	}
+	e.runAs = padSizes(e.opts.MaxBatch, func(m int) bool { return e.plans[m] != nil })
 	for _, w := range e.workers {
 		if err := w.allocWorkspace(wsSize); err != nil {
 			return err

@@ -397,6 +397,7 @@ func (w *worker) Compute(slot, n int) error {
 	if n < 1 || n > s.n {
 		return fmt.Errorf("cuda: compute %d images of slot holding %d", n, s.n)
 	}
+	n = w.e.runAs[n]
 	p, err := w.e.planFor(n, w)
 	if err != nil {
 		return err
