@@ -466,6 +466,9 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 // -precisions and -graphs. One iteration is one whole search: run it with
 // -benchtime 1x and repeat with -count.
 func BenchmarkCapacity(b *testing.B) {
+	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "Capacity") {
+		b.Skip("a capacity search takes tens of seconds per configuration: name it to run it (-bench Capacity -benchtime 1x)")
+	}
 	h, w := inputSize(b)
 	for _, be := range backends() {
 		for _, workers := range ints(b, orDefault(*flagWorkers, "1,2", "1,2", be)) {
