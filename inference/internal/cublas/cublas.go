@@ -73,17 +73,9 @@ func load() (*Lib, error) {
 	if int(C.fn_count()) != len(symbols) {
 		return nil, fmt.Errorf("cublas: table has %d entries, symbol list %d", int(C.fn_count()), len(symbols))
 	}
-	lib, err := dl.Open(libraries...)
+	lib, err := dl.Table(libraries, symbols, func(i int, p unsafe.Pointer) { C.set_fn(C.int(i), p) })
 	if err != nil {
 		return nil, fmt.Errorf("cublas: %w", err)
-	}
-	for i, name := range symbols {
-		p, err := lib.Sym(name)
-		if err != nil {
-			_ = lib.Close()
-			return nil, fmt.Errorf("cublas: %w", err)
-		}
-		C.set_fn(C.int(i), p)
 	}
 	return &Lib{file: lib.Name()}, nil
 }

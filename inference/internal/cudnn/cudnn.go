@@ -166,17 +166,9 @@ func load() (*Lib, error) {
 	if int(C.fn_count()) != len(symbols) {
 		return nil, fmt.Errorf("cudnn: table has %d entries, symbol list %d", int(C.fn_count()), len(symbols))
 	}
-	lib, err := dl.Open(libraries...)
+	lib, err := dl.Table(libraries, symbols, func(i int, p unsafe.Pointer) { C.set_fn(C.int(i), p) })
 	if err != nil {
 		return nil, fmt.Errorf("cudnn: %w", err)
-	}
-	for i, name := range symbols {
-		p, err := lib.Sym(name)
-		if err != nil {
-			_ = lib.Close()
-			return nil, fmt.Errorf("cudnn: %w", err)
-		}
-		C.set_fn(C.int(i), p)
 	}
 	describe = func(s Status) string { return C.GoString(C.t_GetErrorString(C.st(s))) }
 	return &Lib{file: lib.Name()}, nil
