@@ -86,6 +86,29 @@ func TestServerMatchesReferenceModel(t *testing.T) {
 			assert.LessOrEqual(t, maxRelErr(resp.Logits.Data, want), 1e-4, "relative error vs float64 reference")
 		})
 	}
+	// Dynamic batching on the CPU back-end: three requests merged into one
+	// batch and scattered back, each equal to its own reference.
+	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
+		t.Run("batching/"+p.String(), func(t *testing.T) {
+			s := newServer(t, inference.Config{Model: m, Height: 40, Width: 36, MaxBatch: 8, Pipeline: p,
+				MaxQueueDelay: time.Hour, PreferredBatches: []int{4}})
+			per := 3 * 40 * 36
+			var calls []*inference.Call
+			for i := 0; i < 3; i++ {
+				part := inference.Tensor{Shape: []int{1 + i%2, 3, 40, 36}, Data: in.Data[:(1+i%2)*per]}
+				c, err := s.Submit(context.Background(), inference.Request{Input: part})
+				require.NoError(t, err)
+				calls = append(calls, c)
+			}
+			for i, c := range calls {
+				resp, err := c.Result()
+				require.NoError(t, err)
+				assert.Equal(t, 4, resp.Timing.Batch, "1+2+1 images merged (request %d)", i)
+				n := 1 + i%2
+				assert.LessOrEqual(t, maxRelErr(resp.Logits.Data, want[:n*5]), 1e-4, "request %d", i)
+			}
+		})
+	}
 }
 
 func TestSerialAndOverlapAgree(t *testing.T) {
