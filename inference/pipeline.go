@@ -269,6 +269,11 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 	}
 	toCompute := make(chan *batch, w.Slots())
 	toCopyOut := make(chan *batch, w.Slots())
+	// staged holds a token while a copied-in batch waits for the compute stage,
+	// so a worker takes the next request from the shared queue only once its
+	// previous one is computing: copies still overlap compute, but one worker
+	// cannot hoard queued requests in its slots while another sits idle.
+	staged := make(chan struct{}, 1)
 	// dead is closed when the worker's device is lost: no stage calls it again.
 	dead := make(chan struct{})
 	var once sync.Once
@@ -302,6 +307,11 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 			case <-dead:
 				return
 			}
+			select {
+			case staged <- struct{}{}:
+			case <-dead:
+				return
+			}
 			b := s.next(dead)
 			if b == nil {
 				return
@@ -313,12 +323,14 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 			default:
 			}
 			if !s.begin(b) {
+				<-staged
 				free <- slot
 				continue
 			}
 			b.slot = slot
 			t0 := time.Now()
 			if !step(b, "copy-in", func() error { return w.CopyIn(slot, b.parts) }) {
+				<-staged
 				free <- slot
 				continue
 			}
@@ -332,6 +344,7 @@ func (s *Server) startOverlap(id int, w backend.Worker) {
 		release := w.Bind()
 		defer release()
 		for b := range toCompute {
+			<-staged
 			slot := b.slot
 			t0 := time.Now()
 			if !step(b, "compute", func() error { return w.Compute(slot, b.n) }) {
