@@ -509,48 +509,18 @@ func (u *unpickler) step(op byte) error {
 			return u.errorf("STACK_GLOBAL of %s and %s", typeName(mn[0]), typeName(mn[1]))
 		}
 		u.push(global{mod, name})
-	case 'R': // REDUCE
-		fa, err := u.popN(2)
-		if err != nil {
+	case 'R': // REDUCE: callable, args
+		if err := u.apply(2, "REDUCE"); err != nil {
 			return err
 		}
-		args, ok := fa[1].(tuple)
-		if !ok {
-			return u.errorf("REDUCE with %s arguments", typeName(fa[1]))
-		}
-		v, err := call(fa[0], args)
-		if err != nil {
+	case 0x81: // NEWOBJ: class, args
+		if err := u.apply(2, "NEWOBJ"); err != nil {
 			return err
 		}
-		u.push(v)
-	case 0x81: // NEWOBJ
-		ca, err := u.popN(2)
-		if err != nil {
+	case 0x92: // NEWOBJ_EX: class, args, kwargs
+		if err := u.apply(3, "NEWOBJ_EX"); err != nil {
 			return err
 		}
-		args, ok := ca[1].(tuple)
-		if !ok {
-			return u.errorf("NEWOBJ with %s arguments", typeName(ca[1]))
-		}
-		v, err := call(ca[0], args)
-		if err != nil {
-			return err
-		}
-		u.push(v)
-	case 0x92: // NEWOBJ_EX
-		cak, err := u.popN(3)
-		if err != nil {
-			return err
-		}
-		args, ok := cak[1].(tuple)
-		if !ok {
-			return u.errorf("NEWOBJ_EX with %s arguments", typeName(cak[1]))
-		}
-		v, err := call(cak[0], args)
-		if err != nil {
-			return err
-		}
-		u.push(v)
 	case 'i': // INST
 		mod, err := u.readLine()
 		if err != nil {
@@ -752,4 +722,24 @@ func typeName(v any) string {
 		return "tensor"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// apply pops n stack items, calls the first with the second (a tuple) as its
+// arguments (a NEWOBJ_EX's keyword arguments, the third, are not used by
+// anything torch.save writes) and pushes the result.
+func (u *unpickler) apply(n int, op string) error {
+	items, err := u.popN(n)
+	if err != nil {
+		return err
+	}
+	args, ok := items[1].(tuple)
+	if !ok {
+		return u.errorf("%s with %s arguments", op, typeName(items[1]))
+	}
+	v, err := call(items[0], args)
+	if err != nil {
+		return err
+	}
+	u.push(v)
+	return nil
 }
