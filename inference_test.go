@@ -619,3 +619,23 @@ func TestBadCheckpointIsAnError(t *testing.T) {
 	_, err := inference.New(inference.Config{Checkpoint: "testdata/does-not-exist.pt"})
 	assert.ErrorContains(t, err, "does-not-exist.pt")
 }
+
+func TestCloseLeavesCallerBufferAlone(t *testing.T) {
+	g := &gated{gate: make(chan struct{})}
+	s := gatedServer(t, g, inference.Config{Workers: 1})
+	out := make([]float32, 5)
+	for i := range out {
+		out[i] = -1
+	}
+	in := inference.NewInput(1, 32, 32)
+	stamp(in, 3)
+	c, err := s.Submit(context.Background(), inference.Request{Input: in, Logits: out})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Stats().Queued == 0 }, 5*time.Second, time.Millisecond, "the worker holds the batch")
+	closed := make(chan error)
+	go func() { closed <- s.Close() }()
+	require.ErrorIs(t, c.Err(), inference.ErrServerClosed)
+	close(g.gate) // the batch finishes after its call was answered
+	require.NoError(t, <-closed)
+	assert.Equal(t, []float32{-1, -1, -1, -1, -1}, out, "nothing written after the call was answered")
+}

@@ -184,12 +184,21 @@ func (c *Call) release() {
 	}
 }
 
-// finish answers c once; later calls do nothing. On success the logits rows are
-// in c.out and timing fields are set by the caller.
+// finish answers c once; later calls do nothing.
 func (s *Server) finish(c *Call, logits []float32, err error) {
-	if !c.answered.CompareAndSwap(false, true) {
-		return
+	if c.claim() {
+		s.complete(c, logits, err)
 	}
+}
+
+// claim reports whether the caller is the one to answer c (and must then call
+// complete). Whoever delivers logits claims the call before writing into the
+// caller's buffer, so nothing is written there after c was answered.
+func (c *Call) claim() bool { return c.answered.CompareAndSwap(false, true) }
+
+// complete answers a claimed call. On success the logits rows are in logits
+// and the timing fields are set.
+func (s *Server) complete(c *Call, logits []float32, err error) {
 	if err == nil {
 		if e := c.ctx.Err(); e != nil {
 			err = e // abandoned while in flight: discard the result

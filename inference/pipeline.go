@@ -127,18 +127,22 @@ func (s *Server) deliver(id int, w backend.Worker, b *batch) {
 	off := 0
 	for _, c := range b.calls {
 		rows := c.n * s.classes
+		src := out[off : off+rows]
+		off += rows
+		if !c.claim() {
+			continue // answered already (Close): leave the caller's buffer alone
+		}
 		logits := c.out
 		if logits == nil {
 			logits = make([]float32, rows)
 		}
-		copy(logits, out[off:off+rows])
-		off += rows
+		copy(logits, src)
 		t := &c.resp.Timing
 		t.Started, t.Done = b.started, done
 		t.Queue = b.started.Sub(t.Admitted)
 		t.CopyIn, t.Compute, t.CopyOut, t.Device = copyIn, compute, copyOut, b.times.Valid
 		t.Worker, t.Batch = id, b.n
-		s.finish(c, logits, nil)
+		s.complete(c, logits, nil)
 	}
 	if s.cfg.Trace != nil {
 		s.trace(id, w, b)
