@@ -534,11 +534,9 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		v, err := call(global{mod, name}, args)
-		if err != nil {
+		if err := u.callPush(global{mod, name}, args); err != nil {
 			return err
 		}
-		u.push(v)
 	case 'o': // OBJ
 		items, err := u.popMark()
 		if err != nil {
@@ -547,11 +545,9 @@ func (u *unpickler) step(op byte) error {
 		if len(items) == 0 {
 			return u.errorf("OBJ without a class")
 		}
-		v, err := call(items[0], items[1:])
-		if err != nil {
+		if err := u.callPush(items[0], items[1:]); err != nil {
 			return err
 		}
-		u.push(v)
 	case 'b': // BUILD
 		state, err := u.pop()
 		if err != nil {
@@ -736,7 +732,12 @@ func (u *unpickler) apply(n int, op string) error {
 	if !ok {
 		return u.errorf("%s with %s arguments", op, typeName(items[1]))
 	}
-	v, err := call(items[0], args)
+	return u.callPush(items[0], args)
+}
+
+// callPush calls callable with args and pushes the result.
+func (u *unpickler) callPush(callable any, args []any) error {
+	v, err := call(callable, args)
 	if err != nil {
 		return err
 	}
