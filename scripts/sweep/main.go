@@ -21,6 +21,11 @@
 //     the binary did not print them) and move the file to
 //     results/<gpu-or-cpu>/<name>.txt.
 //
+// With -deadline D no round starts that would end past D (judged by the
+// slowest round so far); -append FILE adds rounds to an earlier file of the
+// same suite arguments, commit and GPU, so a sweep can span several sessions
+// of a time-limited machine.
+//
 // Usage:
 //
 //	go run ./scripts/sweep -matrix seed -count 10 [-bin .gpu/root.test] [-- extra suite flags]

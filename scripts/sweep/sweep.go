@@ -29,8 +29,10 @@ type options struct {
 	machine    string // results subdirectory; empty means from the gpu: or cpu: line
 	commit     string
 	dryRun     bool
-	interleave bool     // run the binary count times with -test.count=1
-	extra      []string // flags after --, passed to the binary as they are
+	interleave bool          // run the binary count times with -test.count=1
+	deadline   time.Duration // start no round that would end after this; 0: no limit
+	appendTo   string        // existing results file to add the rounds to
+	extra      []string      // flags after --, passed to the binary as they are
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -52,6 +54,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&opts.machine, "machine", "", "results subdirectory (default: the GPU name, else the CPU name)")
 	fs.StringVar(&opts.commit, "commit", "", "commit to record (default: git rev-parse HEAD)")
 	fs.BoolVar(&opts.interleave, "interleave", true, "run the binary -count times with -test.count=1, so that a drift in machine speed hits every configuration alike (false: one run with -test.count=N, which repeats each configuration back to back)")
+	fs.DurationVar(&opts.deadline, "deadline", 0, "start no round that would end more than `duration` after the sweep began, judging by its slowest round so far (0: no limit); the file records the rounds done, and -append adds more later")
+	fs.StringVar(&opts.appendTo, "append", "", "add the rounds to this existing results `file`, written by a sweep with the same suite arguments, commit and GPU (after a -deadline stop, or on a second session of a time-limited machine)")
 	fs.BoolVar(&opts.dryRun, "n", false, "print the command and the number of configurations, run nothing")
 	over := map[string]*string{}
 	for _, d := range (&matrix{}).dims() {
@@ -158,18 +162,104 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "sweep: %s: %d configurations x %d runs in %d round(s); %s %s\n",
 		opts.matrixName, opts.m.size(), opts.count, rounds, bin, strings.Join(binArgs, " "))
 	rec := &recorder{w: tmp, total: total, start: time.Now(), now: time.Now, progress: stderr, config: map[string]string{}}
+	var slowest time.Duration
+	done := 0
 	for round := 1; round <= rounds; round++ {
-		// Rounds after the first drop their config lines: a new date:
-		// line would make benchstat split the file into tables.
-		rec.skipConfig = round > 1
+		if opts.deadline > 0 && round > 1 && time.Since(rec.start)+slowest > opts.deadline {
+			fmt.Fprintf(stderr, "sweep: stopping after %d of %d rounds: one more (up to %s) would end past -deadline %s; add rounds later with -append\n",
+				done, rounds, slowest.Round(time.Second), opts.deadline)
+			break
+		}
+		// Rounds after the first, and all appended ones, drop their config
+		// lines: a new date: line would make benchstat split the file into
+		// tables.
+		rec.skipConfig = round > 1 || opts.appendTo != ""
+		began := time.Now()
 		if err := runBinary(root, bin, binArgs, rec, stderr); err != nil {
 			return fmt.Errorf("sweep: benchmark binary failed in round %d after %d results (partial output in %s): %w", round, rec.done, tmp.Name(), err)
 		}
+		slowest = max(slowest, time.Since(began))
+		done++
 	}
 	if rec.done == 0 {
 		return fmt.Errorf("sweep: no benchmark results (does the binary have %s?); output in %s", opts.bench, tmp.Name())
 	}
+	if opts.interleave {
+		opts.count = done
+	}
+	if opts.appendTo != "" {
+		return appendRounds(opts, rec, tmp, stdout)
+	}
 	return finish(opts, rec, tmp, stdout, stderr)
+}
+
+// countFlag finds the -count in a results file's first line.
+var countFlag = regexp.MustCompile(`(^# sweep .*? -count )(\d+)`)
+
+// appendRounds adds the rounds in tmp to opts.appendTo after checking that
+// they measure the same thing: the binary's args: and gpu: lines and the
+// commit must match the file's. The first line's -count becomes the total.
+func appendRounds(opts *options, rec *recorder, tmp *os.File, stdout io.Writer) error {
+	data, err := os.ReadFile(opts.appendTo)
+	if err != nil {
+		return fmt.Errorf("sweep: -append: %w (the new rounds are in %s)", err, tmp.Name())
+	}
+	text := string(data)
+	have := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if m := configLine.FindStringSubmatch(line); m != nil {
+			if _, seen := have[m[1]]; !seen {
+				have[m[1]] = m[2]
+			}
+		}
+	}
+	commit := opts.commit
+	if commit == "" {
+		commit = gitCommit()
+	}
+	got := map[string]string{"args": rec.config["args"], "gpu": rec.config["gpu"], "commit": commit}
+	for _, key := range []string{"args", "gpu", "commit"} {
+		if want, ok := have[key]; ok && want != got[key] {
+			return fmt.Errorf("sweep: -append %s: the file's %s is %q but this sweep's is %q; results of different setups must not be mixed (the new rounds are in %s)",
+				opts.appendTo, key, want, got[key], tmp.Name())
+		}
+	}
+	m := countFlag.FindStringSubmatchIndex(text)
+	if m == nil {
+		return fmt.Errorf("sweep: -append %s: no \"# sweep ... -count N\" first line; is it a sweep's results file? (the new rounds are in %s)", opts.appendTo, tmp.Name())
+	}
+	var before int
+	fmt.Sscan(text[m[4]:m[5]], &before)
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	text = text[:m[4]] + fmt.Sprint(before+opts.count) + text[m[5]:]
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	added, err := io.ReadAll(tmp)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	next, err := os.CreateTemp(filepath.Dir(opts.appendTo), ".append-*")
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	_, err = io.WriteString(next, text+string(added))
+	if cerr := next.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(next.Name(), opts.appendTo)
+	}
+	if err != nil {
+		os.Remove(next.Name())
+		return fmt.Errorf("sweep: -append: %w (the new rounds are in %s)", err, tmp.Name())
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	fmt.Fprintln(stdout, opts.appendTo)
+	return nil
 }
 
 // runBinary runs the test binary once in dir root, feeding its output to rec.
@@ -283,7 +373,8 @@ func (r *recorder) consume(in io.Reader) error {
 			name, _, _ := strings.Cut(line, "\t")
 			fmt.Fprintf(r.progress, "sweep: %s %s\n", progressLine(r.done, r.total, r.now().Sub(r.start)), strings.TrimSpace(name))
 		case configLine.MatchString(line):
-			if m := configLine.FindStringSubmatch(line); !r.skipConfig {
+			m := configLine.FindStringSubmatch(line)
+			if _, seen := r.config[m[1]]; !seen {
 				r.config[m[1]] = m[2]
 			}
 		case line == "" || line == "PASS" || strings.HasPrefix(line, "Unit ") || strings.HasPrefix(line, "Benchmark"):

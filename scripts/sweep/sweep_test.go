@@ -61,6 +61,52 @@ func TestSweepOneProcess(t *testing.T) {
 	assert.Contains(t, stderr.String(), "in 1 round(s)")
 }
 
+func TestSweepDeadlineThenAppend(t *testing.T) {
+	out := t.TempDir()
+	args := func(extra ...string) []string {
+		return append([]string{"-matrix", "seed", "-batches", "1,32", "-workers", "1", "-pipelines", "serial",
+			"-bin", "testdata/fakebench.sh", "-out", out, "-commit", "abc123"}, extra...)
+	}
+	var stdout, stderr bytes.Buffer
+	// Each round sleeps 1 s: after the first, a second would end past 1.5 s.
+	t.Setenv("FAKEBENCH_SLEEP", "1")
+	require.NoError(t, run(args("-count", "5", "-deadline", "1500ms"), &stdout, &stderr), "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "stopping after 1 of 5 rounds")
+	path := filepath.Join(out, "nvidia-h200", "seed.txt")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(data), "# sweep -matrix seed -count 1 "), "the header must count the rounds done: %q", string(data)[:60])
+	assert.Equal(t, 2, strings.Count(string(data), "\nBenchmarkServer/"))
+
+	stdout.Reset()
+	t.Setenv("FAKEBENCH_SLEEP", "0")
+	require.NoError(t, run(args("-count", "2", "-append", path), &stdout, &stderr), "stderr: %s", stderr.String())
+	assert.Equal(t, path+"\n", stdout.String())
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(data)
+	assert.True(t, strings.HasPrefix(text, "# sweep -matrix seed -count 3 "), "header: %q", text[:60])
+	assert.Equal(t, 6, strings.Count(text, "\nBenchmarkServer/"), "results after appending")
+	assert.Equal(t, 1, strings.Count(text, "\ngpu: "), "appended rounds must not repeat config lines")
+	assert.Equal(t, 1, strings.Count(text, "\nargs: "))
+
+	// Appends of another setup must fail.
+	for name, extra := range map[string][]string{
+		"other args":   {"-count", "1", "-append", path, "--", "-size=224x224"},
+		"other commit": {"-count", "1", "-append", path, "-commit", "def456"},
+		"no file":      {"-count", "1", "-append", filepath.Join(out, "missing.txt")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(args(extra...), &stdout, &stderr)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "the new rounds are in")
+		})
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, text, string(after), "a refused append must leave the file as it was")
+}
+
 func TestSweepFailures(t *testing.T) {
 	tests := []struct {
 		name string

@@ -10,6 +10,7 @@ for a in "$@"; do
 	-fail) echo "--- FAIL: BenchmarkServer"; exit 1 ;;
 	esac
 done
+sleep "${FAKEBENCH_SLEEP:-0}"
 echo "goos: linux"
 echo "goarch: amd64"
 echo "pkg: github.com/inferbench/inferbench"
