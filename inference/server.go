@@ -2,7 +2,6 @@ package inference
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -130,17 +129,9 @@ func loadModel(cfg Config) (*resnet.Model, error) {
 	return resnet.New(resnet.ResNet18(), cfg.Seed)
 }
 
-// firstInference runs one batch-1 inference of zeros through every worker,
-// from AllocInput's memory: pageable input would make the CUDA back-end
-// allocate a slot's staging buffer, which callers of AllocInput never need.
-func (s *Server) firstInference() (err error) {
-	in, err := s.AllocInput(1)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, s.FreeInput(in)) }()
-	zeros := in.Data
-	clear(zeros)
+// firstInference runs one batch-1 inference of zeros through every worker.
+func (s *Server) firstInference() error {
+	zeros := make([]float32, s.imgSize)
 	for i, w := range s.workers {
 		err := func() error {
 			release := w.Bind()

@@ -6,7 +6,8 @@
 //  1. load: load cuDNN and cuBLAS, retain each device's primary context and
 //     upload the folded model (batch-norm folded into convolution weight and
 //     bias); make every Worker's streams, cuDNN/cuBLAS handles, activation
-//     buffers, per-slot device buffers, pinned output buffers and events;
+//     buffers, per-slot device buffers, pinned staging and output buffers and
+//     events;
 //  2. plan: make tensor descriptors for every batch size of Options.Batches and
 //     MaxBatch and, per convolution shape, choose the fastest algorithm measured
 //     with cudnnFindConvolutionForwardAlgorithmEx, or read it from the algorithm
@@ -25,9 +26,7 @@
 //
 // A batch flows through a Worker: CopyIn (parts in memory from AllocHost are
 // copied directly; other parts are first copied into the slot's pinned staging
-// buffer by several goroutines; that buffer, MaxBatch images, is allocated by
-// the slot's first such copy, so servers fed from AllocHost never pay for it),
-// Compute (per layer one fused convolution + bias
+// buffer by several goroutines), Compute (per layer one fused convolution + bias
 // + ReLU (+ residual) call, max-pool, average pool, classifier GEMM + bias, or
 // one graph launch), CopyOut and Wait. Each step is bracketed by CUDA events,
 // which give the stage times and the busy fraction the Sampler reports. In the

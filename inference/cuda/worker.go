@@ -48,7 +48,7 @@ type worker struct {
 // slot is one batch in flight.
 type slot struct {
 	in     uintptr   // device input, MaxBatch images
-	stage  []float32 // pinned staging buffer for pageable input, made on first use
+	stage  []float32 // pinned staging buffer for the input
 	outDev uintptr   // device logits
 	out    []float32 // pinned host logits
 	n      int       // images copied in
@@ -167,6 +167,9 @@ func (w *worker) init() error {
 			return err
 		}
 		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
+			return err
+		}
+		if s.stage, err = hostFloats(b * per); err != nil {
 			return err
 		}
 		if s.out, err = hostFloats(b * net.classes); err != nil {
@@ -305,8 +308,7 @@ func (w *worker) Output(slot int) []float32 { return w.slots[slot].out }
 
 // CopyIn starts the host-to-device copy of parts into slot. Parts inside memory
 // from AllocHost are copied directly; others go through the slot's pinned
-// staging buffer (copied there by several goroutines when large), which the
-// first such copy into the slot allocates.
+// staging buffer (copied there by several goroutines when large).
 func (w *worker) CopyIn(slot int, parts [][]float32) error {
 	if slot < 0 || slot >= len(w.slots) {
 		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
@@ -376,16 +378,6 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 		// fp16) and letting the driver stage pageable memory (11,900).
 		if err := flushDirect(); err != nil {
 			return w.wrap("copy-in", err)
-		}
-		if s.stage == nil {
-			// Only callers of pageable memory need the stage: making it at
-			// set-up cost 50-70 ms per slot at batch 256 (page-locking
-			// 190 MB), the larger part of a 4-worker overlap server's warm-up.
-			stage, err := hostFloats(w.e.opts.MaxBatch * per)
-			if err != nil {
-				return w.wrap("copy-in", fmt.Errorf("pinned staging buffer: %w", err))
-			}
-			s.stage = stage
 		}
 		if run < 0 {
 			run = off
