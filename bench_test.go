@@ -40,6 +40,7 @@ var (
 	flagCheckpoint = flag.String("checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = seeded ResNet-18")
 	flagModel      = flag.String("model", "resnet18", "embedded model when there is no checkpoint: resnet18 or tiny")
 	flagSize       = flag.String("size", "250x250", "input HxW in pixels")
+	flagPinned     = flag.Bool("pinned-input", false, "set Config.PinnedInput: the suite's inputs come from AllocInput, so the cuda back-end needs no staging buffers (shorter warm-up)")
 	flagSeed       = flag.Uint64("seed", 1, "seed of the embedded model and of the inputs")
 	flagSLO        = flag.Duration("slo", 10*time.Millisecond, "capacity search: p99 latency objective")
 	flagTrial      = flag.Duration("trial", time.Second, "capacity search: length of each trial")
@@ -237,7 +238,7 @@ func serverConfig(b *testing.B, be string, batch, workers int, pipe, prec, graph
 		Device: be, Model: benchModel(b), Checkpoint: *flagCheckpoint,
 		Height: h, Width: w, MaxBatch: batch, Batches: []int{batch},
 		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
-		MaxQueue: 4096,
+		MaxQueue: 4096, PinnedInput: *flagPinned,
 	}
 }
 

@@ -255,14 +255,16 @@ type gated struct {
 	gate     chan struct{} // nil: no waiting
 	armed    atomic.Bool   // the gate applies (set after the server's first inference)
 	computed atomic.Int64
-	panicOn  float32 // an image whose first value equals this panics
-	failOn   float32 // ... returns an error
-	loseOn   float32 // ... returns an error wrapping backend.ErrDeviceLost
+	panicOn  float32         // an image whose first value equals this panics
+	failOn   float32         // ... returns an error
+	loseOn   float32         // ... returns an error wrapping backend.ErrDeviceLost
+	opts     backend.Options // what Open was given
 }
 
 func (g *gated) Name() string { return "gated" }
 
 func (g *gated) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	g.opts = opts
 	e, err := nop.New().Open(m, opts)
 	if err != nil {
 		return nil, err
@@ -313,6 +315,14 @@ func gatedServer(t testing.TB, g *gated, cfg inference.Config) *inference.Server
 	s := newServer(t, cfg)
 	g.armed.Store(true)
 	return s
+}
+
+func TestConfigReachesBackend(t *testing.T) {
+	g := &gated{}
+	gatedServer(t, g, inference.Config{Workers: 3, Pipeline: inference.Overlap, MaxBatch: 8, Batches: []int{2, 8},
+		Precision: inference.FP16, Graphs: true, Devices: []int{0}, PinnedInput: true})
+	assert.Equal(t, backend.Options{Workers: 3, Slots: 3, MaxBatch: 8, Height: 32, Width: 32, Pipeline: backend.Overlap,
+		Precision: backend.FP16, Graphs: true, Devices: []int{0}, Batches: []int{2, 8}, PinnedInput: true}, g.opts)
 }
 
 func TestShutdownDrainsAcceptedRequests(t *testing.T) {

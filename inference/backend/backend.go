@@ -111,6 +111,9 @@ type Options struct {
 	Precision Precision // arithmetic
 	Graphs    bool      // capture the forward pass in a graph per batch size (GPU)
 	Devices   []int     // device ordinals to spread workers over; empty means device 0
+	// PinnedInput promises input from Allocator.AllocHost: the Engine makes no
+	// staging buffers for pageable input (which it must still accept, if slower).
+	PinnedInput bool
 	// Batches lists the batch sizes to prepare at start-up (plans, graphs); other
 	// sizes up to MaxBatch must still work, possibly slower on first use.
 	Batches []int

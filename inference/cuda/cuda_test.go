@@ -122,12 +122,15 @@ func TestLogitsMatchReference(t *testing.T) {
 		batches    []int
 		pipeline   backend.Pipeline
 		pinned     bool
+		pinnedOnly bool // Options.PinnedInput: no staging, pageable parts go through the driver
 		splitParts bool
 	}{
 		{name: "small", arch: small, n: 3, h: 64, w: 48, maxBatch: 3},
 		{name: "small/heuristic-plan/overlap/parts", arch: small, n: 3, h: 64, w: 48, maxBatch: 5, batches: []int{1},
 			pipeline: backend.Overlap, splitParts: true},
 		{name: "small/pinned", arch: small, n: 4, h: 64, w: 48, maxBatch: 4, pinned: true, splitParts: true},
+		{name: "small/pinned-input-option/overlap", arch: small, n: 4, h: 64, w: 48, maxBatch: 4, pipeline: backend.Overlap,
+			pinned: true, pinnedOnly: true, splitParts: true},
 		{name: "resnet18", arch: resnet.ResNet18(), n: 2, h: 250, w: 250, maxBatch: 2},
 	}
 	for _, tt := range tests {
@@ -145,9 +148,16 @@ func TestLogitsMatchReference(t *testing.T) {
 			for _, cfg := range configs() {
 				prec := cfg.prec
 				opts := backend.Options{Workers: 1, Slots: 1, MaxBatch: tt.maxBatch, Height: tt.h, Width: tt.w,
-					Pipeline: tt.pipeline, Precision: prec, Batches: tt.batches, Graphs: cfg.graphs}
+					Pipeline: tt.pipeline, Precision: prec, Batches: tt.batches, Graphs: cfg.graphs, PinnedInput: tt.pinnedOnly}
 				e, err := New().Open(m, opts)
 				require.NoError(t, err)
+				if tt.pinnedOnly {
+					for _, w := range e.(*Engine).workers {
+						for i := range w.slots {
+							require.Nil(t, w.slots[i].stage, "PinnedInput: slot %d has a staging buffer", i)
+						}
+					}
+				}
 				input := x
 				if tt.pinned {
 					p, err := e.(backend.Allocator).AllocHost(len(x))

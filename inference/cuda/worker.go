@@ -169,8 +169,10 @@ func (w *worker) init() error {
 		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
 			return err
 		}
-		if s.stage, err = hostFloats(b * per); err != nil {
-			return err
+		if !o.PinnedInput {
+			if s.stage, err = hostFloats(b * per); err != nil {
+				return err
+			}
 		}
 		if s.out, err = hostFloats(b * net.classes); err != nil {
 			return err
