@@ -266,6 +266,7 @@ func TestSampler(t *testing.T) {
 	x := randomInput(64, 250, 250, 3)
 	s := e.Sampler()
 	require.NotNil(t, s)
+	require.NoError(t, e.(*Engine).sampler.nvmlErr, "NVML finds the CUDA device by its PCI location")
 	require.NoError(t, s.Start())
 	t0 := time.Now()
 	for time.Since(t0) < 500*time.Millisecond {

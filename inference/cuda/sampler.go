@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -18,8 +19,9 @@ import (
 // batches waited for, measured with events against a reference event recorded
 // on each device at Start.
 type sampler struct {
-	e    *Engine
-	nvml *nvml.Sampler // nil when NVML is not available
+	e       *Engine
+	nvml    *nvml.Sampler // nil when NVML is not available
+	nvmlErr error         // why nvml is nil
 
 	mu     sync.Mutex
 	active bool
@@ -31,13 +33,24 @@ type refEvents struct{ start, end cu.Event }
 
 func newSampler(e *Engine) *sampler {
 	s := &sampler{e: e, refs: make([]refEvents, len(e.devices)), spans: make([][][2]float64, len(e.devices))}
-	if n, err := nvml.Open(e.opts.Devices, 0); err == nil {
-		s.nvml = n
-	}
+	s.nvml, s.nvmlErr = openNVML(e.devices)
 	for i := range s.spans {
 		s.spans[i] = make([][2]float64, 0, 1<<14)
 	}
 	return s
+}
+
+// openNVML opens an NVML sampler for devs, in their order, found by PCI location.
+func openNVML(devs []*device) (*nvml.Sampler, error) {
+	gpus := make([]nvml.PCI, len(devs))
+	for i, d := range devs {
+		v, err := d.dev.Attributes(cu.PciDomainID, cu.PciBusID, cu.PciDeviceID)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: device %d: PCI location: %w", d.ordinal, err)
+		}
+		gpus[i] = nvml.PCI{Domain: uint32(v[0]), Bus: uint32(v[1]), Device: uint32(v[2])}
+	}
+	return nvml.Open(gpus, 0)
 }
 
 func (s *sampler) deviceIndex(d *device) int { return slices.Index(s.e.devices, d) }

@@ -3,7 +3,8 @@
 //
 // A Sampler:
 //
-//  1. is made by Open for a list of device indices and a period (default 100 ms);
+//  1. is made by Open for a list of devices, named by their PCI location, and a
+//     period (default 100 ms);
 //  2. on Start, runs one goroutine that reads every device's utilisation.gpu at
 //     the end of every period (not at Start: NVML's figure describes the recent
 //     past, which is before the interval);
@@ -20,6 +21,14 @@ import (
 	"sync"
 	"time"
 )
+
+// PCI is where a GPU sits on the PCI bus. CUDA and NVML number devices
+// differently (CUDA_VISIBLE_DEVICES renumbers CUDA's, and CUDA may order them by
+// speed), so devices are matched by this location, which both report.
+type PCI struct{ Domain, Bus, Device uint32 }
+
+// String formats p as NVML and lspci do: "0000:1b:00.0".
+func (p PCI) String() string { return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device) }
 
 // DefaultPeriod is the sampling period used when Open is given 0.
 const DefaultPeriod = 100 * time.Millisecond
@@ -128,8 +137,4 @@ func (s *Sampler) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-func deviceErr(i int, what string, err error) error {
-	return fmt.Errorf("nvml: device %d: %s: %w", i, what, err)
 }

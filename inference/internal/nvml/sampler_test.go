@@ -65,3 +65,15 @@ func TestSamplerErrors(t *testing.T) {
 		require.NoError(t, s.Close(), "Close stops a running interval")
 	})
 }
+
+func TestPCIString(t *testing.T) {
+	assert.Equal(t, "0000:1b:00.0", PCI{Domain: 0, Bus: 0x1b, Device: 0}.String())
+	assert.Equal(t, "0001:c3:1f.0", PCI{Domain: 1, Bus: 0xc3, Device: 0x1f}.String())
+}
+
+func TestOpenWithoutNVML(t *testing.T) {
+	// In builds without the cuda tag Open always fails; with it, an empty
+	// list is refused before NVML is touched.
+	_, err := Open(nil, 0)
+	require.Error(t, err)
+}
