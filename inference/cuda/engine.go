@@ -166,15 +166,22 @@ func (e *Engine) open() error {
 		}
 	}
 	e.copier = newCopier(min(8, runtime.NumCPU()))
-	for i := 0; i < e.opts.Workers; i++ {
+	// Workers are made in parallel: most of their set-up is page-locking
+	// their pinned buffers, which the driver does on the calling thread.
+	ws, errs := make([]*worker, e.opts.Workers), make([]error, e.opts.Workers)
+	var wg sync.WaitGroup
+	for i := range ws {
 		d := byOrdinal[e.opts.Devices[i%len(e.opts.Devices)]]
-		w, err := newWorker(e, i, d)
+		wg.Go(func() { ws[i], errs[i] = newWorker(e, i, d) })
+	}
+	wg.Wait()
+	for _, w := range ws {
 		if w != nil {
-			e.workers = append(e.workers, w)
+			e.workers = append(e.workers, w) // Close frees what a failed one made
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	tLoad := time.Since(t0)
 
