@@ -166,22 +166,15 @@ func (e *Engine) open() error {
 		}
 	}
 	e.copier = newCopier(min(8, runtime.NumCPU()))
-	// Workers are made in parallel: most of their set-up is page-locking
-	// their pinned buffers, which the driver does on the calling thread.
-	ws, errs := make([]*worker, e.opts.Workers), make([]error, e.opts.Workers)
-	var wg sync.WaitGroup
-	for i := range ws {
+	for i := 0; i < e.opts.Workers; i++ {
 		d := byOrdinal[e.opts.Devices[i%len(e.opts.Devices)]]
-		wg.Go(func() { ws[i], errs[i] = newWorker(e, i, d) })
-	}
-	wg.Wait()
-	for _, w := range ws {
+		w, err := newWorker(e, i, d)
 		if w != nil {
-			e.workers = append(e.workers, w) // Close frees what a failed one made
+			e.workers = append(e.workers, w)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+		if err != nil {
+			return err
+		}
 	}
 	tLoad := time.Since(t0)
 
