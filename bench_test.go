@@ -166,7 +166,7 @@ func benchModel(tb testing.TB) *resnet.Model {
 	}
 	arch := resnet.ResNet18()
 	if *flagModel == "tiny" {
-		arch = tinyArch
+		arch = resnet.Tiny()
 	} else if *flagModel != "resnet18" {
 		tb.Fatalf("unknown -model %q (want resnet18 or tiny)", *flagModel)
 	}
@@ -409,7 +409,7 @@ func BenchmarkServerOverhead(b *testing.B) {
 }
 
 func benchTiny(b *testing.B) *resnet.Model {
-	m, err := resnet.New(tinyArch, 1)
+	m, err := resnet.New(resnet.Tiny(), 1)
 	if err != nil {
 		b.Fatal(err)
 	}

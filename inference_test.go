@@ -27,11 +27,9 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet/testref"
 )
 
-// tinyArch is a small BasicBlock ResNet that runs in milliseconds on the CPU.
-var tinyArch = resnet.Arch{InChannels: 3, Stem: 4, Widths: []int{4, 8}, Blocks: []int{1, 1}, Classes: 5}
-
+// tinyModel is resnet.Tiny seeded with seed: it runs in milliseconds on the CPU.
 func tinyModel(t testing.TB, seed uint64) *resnet.Model {
-	m, err := resnet.New(tinyArch, seed)
+	m, err := resnet.New(resnet.Tiny(), seed)
 	require.NoError(t, err)
 	return m
 }

@@ -28,10 +28,8 @@ import (
 
 var soak = flag.Bool("soak", false, "run the memory soak tests (a million requests; minutes)")
 
-var tinyArch = resnet.Arch{InChannels: 3, Stem: 4, Widths: []int{4, 8}, Blocks: []int{1, 1}, Classes: 5}
-
 func tinyModel(t testing.TB) *resnet.Model {
-	m, err := resnet.New(tinyArch, 1)
+	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
 	return m
 }

@@ -40,6 +40,12 @@ func ResNet18() Arch {
 	return Arch{InChannels: 3, Stem: 64, Widths: []int{64, 128, 256, 512}, Blocks: []int{2, 2, 2, 2}, Classes: 1000}
 }
 
+// Tiny is a two-stage network of the same kind (4 and 8 channels, one block
+// each, 5 classes): small enough for unit tests and CI smoke runs.
+func Tiny() Arch {
+	return Arch{InChannels: 3, Stem: 4, Widths: []int{4, 8}, Blocks: []int{1, 1}, Classes: 5}
+}
+
 // Validate reports whether a describes a network this package can build.
 func (a Arch) Validate() error {
 	switch {

@@ -71,6 +71,14 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestTiny(t *testing.T) {
+	m, err := New(Tiny(), 1)
+	require.NoError(t, err)
+	assert.Len(t, m.Blocks(), 2)
+	assert.Len(t, m.Stem.Weight, 4*3*7*7)
+	assert.Len(t, m.FC.Weight, 5*8, "5 classes from the last stage's 8 channels")
+}
+
 func TestFoldScalesByBatchNorm(t *testing.T) {
 	m, err := New(small, 3)
 	require.NoError(t, err)
