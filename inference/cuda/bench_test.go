@@ -24,7 +24,7 @@ type benchCase struct {
 	pipe   backend.Pipeline
 	batch  int
 	pinned bool
-	direct bool // pageable input copied by the driver (no staging of ours)
+	direct bool // Options.PinnedInput with pageable input: copied by the driver (no staging of ours)
 	split  bool // one part per image, as a server that batches requests passes them
 }
 
@@ -93,11 +93,10 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	batch := c.batch
 	t0 := time.Now()
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: slots, MaxBatch: batch, Height: 250, Width: 250,
-		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Batches: []int{batch}})
+		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Batches: []int{batch}, PinnedInput: c.direct})
 	require.NoError(b, err)
 	warm := time.Since(t0)
 	defer e.Close()
-	e.(*Engine).directPageable = c.direct
 	inputs := make([][]float32, slots)
 	for i := range inputs {
 		x := randomInput(batch, 250, 250, uint64(i))

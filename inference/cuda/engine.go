@@ -41,11 +41,6 @@ type Engine struct {
 	info    backend.Info
 	sampler *sampler
 	copier  *copier
-	// directPageable sends pageable parts with cuMemcpyHtoDAsync straight from
-	// the caller's memory (the driver stages them) instead of our staging; it
-	// is slower, set for Options.PinnedInput (no staging buffers) and by
-	// benchmarks that compare.
-	directPageable bool
 
 	// Algorithm cache use during Open, and why the cache could not be read or
 	// written (nil if it could).
@@ -96,7 +91,7 @@ func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, erro
 	if m.Arch.InChannels != 3 {
 		return nil, fmt.Errorf("cuda: model has %d input channels, want 3", m.Arch.InChannels)
 	}
-	e := &Engine{opts: opts, folded: m.Fold(), plans: make([]*plan, opts.MaxBatch+1), directPageable: opts.PinnedInput}
+	e := &Engine{opts: opts, folded: m.Fold(), plans: make([]*plan, opts.MaxBatch+1)}
 	if err := e.open(); err != nil {
 		_ = e.Close()
 		return nil, err

@@ -358,7 +358,9 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 		if len(p) == 0 {
 			continue
 		}
-		if w.e.directPageable || w.e.pinned(p) {
+		// With Options.PinnedInput there is no stage: pageable parts go
+		// straight from the caller's memory too, and the driver stages them.
+		if w.e.opts.PinnedInput || w.e.pinned(p) {
 			if err := flushStaged(); err != nil {
 				return w.wrap("copy-in", err)
 			}
