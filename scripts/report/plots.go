@@ -162,13 +162,8 @@ type legendEntry struct {
 	thumbs []plot.Thumbnailer
 }
 
-// newPlot returns a plot with our axes: log-scaled batch sizes on x.
-func newPlot(title, ylabel string, ss []series) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "batch size (images per request, log scale)"
-	p.Y.Label.Text = ylabel
-	p.X.Scale = plot.LogScale{}
+// batchSizes returns the batch sizes of every series' groups, sorted, once each.
+func batchSizes(ss []series) []int {
 	var batches []int
 	for _, s := range ss {
 		for _, g := range s.groups {
@@ -178,6 +173,17 @@ func newPlot(title, ylabel string, ss []series) *plot.Plot {
 		}
 	}
 	slices.Sort(batches)
+	return batches
+}
+
+// newPlot returns a plot with our axes: log-scaled batch sizes on x.
+func newPlot(title, ylabel string, ss []series) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "batch size (images per request, log scale)"
+	p.Y.Label.Text = ylabel
+	p.X.Scale = plot.LogScale{}
+	batches := batchSizes(ss)
 	var ticks plot.ConstantTicks
 	for _, b := range batches {
 		ticks = append(ticks, plot.Tick{Value: float64(b), Label: strconv.Itoa(b)})
@@ -278,15 +284,7 @@ func drawStages(path string, ss []series) (bool, error) {
 	if !any {
 		return false, nil
 	}
-	var batches []int
-	for _, s := range ss {
-		for _, g := range s.groups {
-			if !slices.Contains(batches, g.batch) {
-				batches = append(batches, g.batch)
-			}
-		}
-	}
-	slices.Sort(batches)
+	batches := batchSizes(ss)
 	// NominalY puts the first label at the bottom: reverse, so the
 	// series read top to bottom in legend order.
 	labels := make([]string, len(ss))
