@@ -213,11 +213,7 @@ func appendRounds(opts *options, rec *recorder, tmp *os.File, stdout io.Writer) 
 			}
 		}
 	}
-	commit := opts.commit
-	if commit == "" {
-		commit = gitCommit()
-	}
-	got := map[string]string{"args": rec.config["args"], "gpu": rec.config["gpu"], "commit": commit}
+	got := map[string]string{"args": rec.config["args"], "gpu": rec.config["gpu"], "commit": opts.recordedCommit()}
 	for _, key := range []string{"args", "gpu", "commit"} {
 		if want, ok := have[key]; ok && want != got[key] {
 			return fmt.Errorf("sweep: -append %s: the file's %s is %q but this sweep's is %q; results of different setups must not be mixed (the new rounds are in %s)",
@@ -234,31 +230,9 @@ func appendRounds(opts *options, rec *recorder, tmp *os.File, stdout io.Writer) 
 		text += "\n"
 	}
 	text = text[:m[4]] + fmt.Sprint(before+opts.count) + text[m[5]:]
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	added, err := io.ReadAll(tmp)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	next, err := os.CreateTemp(filepath.Dir(opts.appendTo), ".append-*")
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	_, err = io.WriteString(next, text+string(added))
-	if cerr := next.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(next.Name(), opts.appendTo)
-	}
-	if err != nil {
-		os.Remove(next.Name())
+	if err := writeResults(opts.appendTo, text, tmp, stdout); err != nil {
 		return fmt.Errorf("sweep: -append: %w (the new rounds are in %s)", err, tmp.Name())
 	}
-	tmp.Close()
-	os.Remove(tmp.Name())
-	fmt.Fprintln(stdout, opts.appendTo)
 	return nil
 }
 
@@ -299,39 +273,55 @@ func finish(opts *options, rec *recorder, tmp *os.File, stdout, stderr io.Writer
 		path = filepath.Join(dir, opts.name+"-"+time.Now().UTC().Format("20060102T150405")+".txt")
 		fmt.Fprintf(stderr, "sweep: %s exists; writing %s\n", filepath.Join(dir, opts.name+".txt"), path)
 	}
-	commit := opts.commit
-	if commit == "" {
-		commit = gitCommit()
-	}
 	var head strings.Builder
 	fmt.Fprintf(&head, "# sweep -matrix %s -count %d -benchtime %s %s\n", opts.matrixName, opts.count, opts.benchtime, strings.Join(opts.m.suiteArgs(), " "))
 	for _, kv := range [][2]string{
 		{"matrix", opts.matrixName},
-		{"commit", commit},
+		{"commit", opts.recordedCommit()},
 		{"date", time.Now().UTC().Format(time.RFC3339)},
 	} {
 		if _, printed := rec.config[kv[0]]; !printed && kv[1] != "" {
 			fmt.Fprintf(&head, "%s: %s\n", kv[0], kv[1])
 		}
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
+	if err := writeResults(path, head.String(), tmp, stdout); err != nil {
+		return fmt.Errorf("sweep: %w (the results are in %s)", err, tmp.Name())
 	}
-	if _, err := io.WriteString(out, head.String()); err != nil {
-		out.Close()
-		return fmt.Errorf("sweep: %w", err)
+	return nil
+}
+
+// recordedCommit is -commit, or HEAD's hash.
+func (o *options) recordedCommit() string {
+	if o.commit != "" {
+		return o.commit
 	}
+	return gitCommit()
+}
+
+// writeResults writes head and then tmp's contents to path, through a
+// temporary file renamed into place (path is whole or untouched), removes tmp
+// and prints path.
+func writeResults(path, head string, tmp *os.File, stdout io.Writer) error {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		out.Close()
-		return fmt.Errorf("sweep: %w", err)
+		return err
 	}
-	if _, err := io.Copy(out, tmp); err != nil {
-		out.Close()
-		return fmt.Errorf("sweep: %w", err)
+	next, err := os.CreateTemp(filepath.Dir(path), ".sweep-*")
+	if err != nil {
+		return err
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("sweep: %w", err)
+	_, err = io.WriteString(next, head)
+	if err == nil {
+		_, err = io.Copy(next, tmp)
+	}
+	if cerr := next.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(next.Name(), path)
+	}
+	if err != nil {
+		os.Remove(next.Name())
+		return err
 	}
 	tmp.Close()
 	os.Remove(tmp.Name())
