@@ -1,0 +1,220 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/protocol"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// serveFlags are serve's settings: one flag per inference.Config field, and
+// the front door's.
+type serveFlags struct {
+	cfg inference.Config
+
+	modelName, modelVersion          string
+	httpAddr, grpcAddr, metricsAddr  string
+	grace, drainDelay                time.Duration
+	maxBody                          int64
+	readHeaderTimeout, readTimeout   time.Duration
+	writeTimeout, idleTimeout        time.Duration
+	maxHeaderBytes, maxConns         int
+	grpcMaxStreams                   uint
+	inflightBytes                    int64
+	norm                             protocol.Normalization
+	tracePath                        string
+	logFormat                        string
+	modelKind                        string
+	backendName                      string
+	arch                             resnet.Arch
+	size                             string
+	pipeline, precision, queuePolicy string
+	devices, batches, preferred      string
+	uint8Mean, uint8Std              string
+}
+
+// parseServe reads serve's flags; every bad value names its flag and rule.
+func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("inferbench serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &f.cfg
+	// The model and the back-end (inference.Config).
+	fs.StringVar(&f.backendName, "backend", "cpu", "back-end: cpu (pure Go), cuda (cuDNN; a -tags cuda build on a GPU machine) or nop (zero-cost, measures the server itself)")
+	fs.StringVar(&c.Checkpoint, "checkpoint", "", "serve a torchvision ResNet checkpoint (.pt/.pth zip or legacy pickle, .safetensors) instead of the embedded seeded model")
+	fs.StringVar(&f.modelKind, "model", "resnet18", "embedded model when there is no -checkpoint: resnet18 or tiny")
+	fs.Uint64Var(&c.Seed, "seed", inference.DefaultSeed, "seed of the embedded model's initialisation")
+	fs.StringVar(&f.size, "size", fmt.Sprintf("%dx%d", inference.DefaultHeight, inference.DefaultWidth), "input height x width in pixels")
+	fs.IntVar(&c.Workers, "workers", 1, "compute workers (each with its own stream on a GPU)")
+	fs.StringVar(&f.pipeline, "pipeline", "serial", "serial (copy-in, compute, copy-out in turn) or overlap (three stages, three batches in flight per worker)")
+	fs.IntVar(&c.Slots, "slots", 0, "batches in flight per worker (0: 1 for serial, 3 for overlap)")
+	fs.StringVar(&f.precision, "precision", "fp32", "arithmetic: fp32, tf32 or fp16 (tf32 and fp16 on cuda)")
+	fs.BoolVar(&c.Graphs, "graphs", false, "replay the forward pass as a CUDA graph per prepared batch size (cuda)")
+	fs.StringVar(&f.devices, "devices", "0", "GPU ordinals to spread the workers over, comma-separated (cuda)")
+	fs.BoolVar(&c.PinnedInput, "pinned-input", true, "the front door decodes requests into the server's AllocInput memory, so the cuda back-end needs no staging buffers (false: make them anyway)")
+	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
+	fs.StringVar(&f.batches, "batches", "1", "batch sizes to prepare at start-up (plans, graphs), comma-separated")
+	fs.IntVar(&c.MaxQueue, "max-queue", inference.DefaultMaxQueue, "requests waiting for a worker at most")
+	fs.StringVar(&f.queuePolicy, "queue-policy", "block", "when the queue is full: block (wait, up to the request's deadline) or reject (503 / RESOURCE_EXHAUSTED at once)")
+	fs.DurationVar(&c.Timeout, "timeout", 0, "default deadline of a request from its arrival (0: none; a gRPC deadline or the request's \"timeout\" parameter overrides it)")
+	fs.BoolVar(&c.RejectNonFinite, "reject-non-finite", false, "reject inputs holding NaN or Inf (one pass over the data)")
+	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
+	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
+	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
+	// The front door.
+	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name in URLs and requests")
+	fs.StringVar(&f.modelVersion, "model-version", "1", "the model's version")
+	fs.StringVar(&f.httpAddr, "http-addr", ":8000", "HTTP/REST listen address (empty: no HTTP)")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", ":8001", "gRPC listen address (empty: no gRPC)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", ":8002", "Prometheus metrics listen address, GET /metrics (empty: none)")
+	fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGINT/SIGTERM: how long accepted requests have to be answered before the process stops anyway")
+	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGINT/SIGTERM: keep serving (and reporting not ready) this long before closing the listeners, so load balancers notice")
+	fs.Int64Var(&f.maxBody, "max-body", 0, "largest HTTP body and gRPC message in bytes (0: one -max-batch FP32 request plus 1 MiB)")
+	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "HTTP: time to read a request's headers")
+	fs.DurationVar(&f.readTimeout, "read-timeout", time.Minute, "HTTP: time to read a whole request")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", 5*time.Minute, "HTTP: time from the end of the request's headers to the end of the answer")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "HTTP and gRPC: close connections idle this long")
+	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP: largest request header block")
+	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
+	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
+	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
+	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std")
+	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
+	fs.StringVar(&f.logFormat, "log", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil, err
+		}
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "inferbench serve: unexpected argument %q\n", fs.Arg(0))
+		return nil, errUsage
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(stderr, "inferbench serve: %v\n", err)
+		return nil, errUsage
+	}
+	return f, nil
+}
+
+// check converts the string flags and checks every rule a flag has.
+func (f *serveFlags) check() error {
+	c := &f.cfg
+	var err error
+	switch f.modelKind {
+	case "resnet18":
+		f.arch = resnet.ResNet18()
+	case "tiny":
+		f.arch = resnet.Tiny()
+	default:
+		return fmt.Errorf("-model %q: want resnet18 or tiny", f.modelKind)
+	}
+	h, w, ok := strings.Cut(f.size, "x")
+	if c.Height, err = strconv.Atoi(h); !ok || err != nil || c.Height < resnet.MinSize {
+		return fmt.Errorf("-size %q: want HxW, each at least %d", f.size, resnet.MinSize)
+	}
+	if c.Width, err = strconv.Atoi(w); err != nil || c.Width < resnet.MinSize {
+		return fmt.Errorf("-size %q: want HxW, each at least %d", f.size, resnet.MinSize)
+	}
+	if c.Pipeline, err = backend.ParsePipeline(f.pipeline); err != nil {
+		return fmt.Errorf("-pipeline: %v", err)
+	}
+	if c.Precision, err = backend.ParsePrecision(f.precision); err != nil {
+		return fmt.Errorf("-precision: %v", err)
+	}
+	switch f.queuePolicy {
+	case "block":
+		c.QueuePolicy = inference.Block
+	case "reject":
+		c.QueuePolicy = inference.Reject
+	default:
+		return fmt.Errorf("-queue-policy %q: want block or reject", f.queuePolicy)
+	}
+	for _, r := range []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
+		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
+	} {
+		if r.v < r.min {
+			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)
+		}
+	}
+	if f.grpcMaxStreams < 1 {
+		return fmt.Errorf("-grpc-max-streams must be at least 1")
+	}
+	if c.Devices, err = intList("-devices", f.devices, 0); err != nil {
+		return err
+	}
+	if c.Batches, err = intList("-batches", f.batches, 1); err != nil {
+		return err
+	}
+	if c.PreferredBatches, err = intList("-preferred-batches", f.preferred, 1); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"-timeout", c.Timeout}, {"-max-queue-delay", c.MaxQueueDelay}, {"-grace", f.grace}, {"-drain-delay", f.drainDelay},
+		{"-read-header-timeout", f.readHeaderTimeout}, {"-read-timeout", f.readTimeout}, {"-write-timeout", f.writeTimeout}, {"-idle-timeout", f.idleTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
+		}
+	}
+	if f.maxBody < 0 || f.inflightBytes < 0 {
+		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
+	}
+	if f.norm.Mean, err = floatList("-uint8-mean", f.uint8Mean); err != nil {
+		return err
+	}
+	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
+		return err
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return fmt.Errorf("-log %q: want text or json", f.logFormat)
+	}
+	if f.httpAddr == "" && f.grpcAddr == "" {
+		return fmt.Errorf("-http-addr and -grpc-addr are both empty: nothing to serve")
+	}
+	return nil
+}
+
+// intList parses a comma-separated list of integers of at least min.
+func intList(name, s string, min int) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < min {
+			return nil, fmt.Errorf("%s %q: want comma-separated integers of at least %d", name, s, min)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func floatList(name, s string) ([]float32, error) {
+	var out []float32
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: want comma-separated numbers", name, s)
+		}
+		out = append(out, float32(v))
+	}
+	return out, nil
+}

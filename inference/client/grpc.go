@@ -1,0 +1,160 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+)
+
+// GRPCOptions configure a gRPC client.
+type GRPCOptions struct {
+	// MaxMessageBytes bounds a message either way; 0 means 1 GiB.
+	MaxMessageBytes int
+	// DialOptions are added to the client's own (plaintext, message sizes,
+	// flow-control windows sized for batch-sized messages).
+	DialOptions []grpc.DialOption
+}
+
+// GRPCClient calls a server's gRPC API over one HTTP/2 connection.
+type GRPCClient struct {
+	conn *grpc.ClientConn
+	api  v2pb.GRPCInferenceServiceClient
+}
+
+// NewGRPC returns a client of the server at target ("host:8001"). It
+// connects lazily, on the first call.
+func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 1 << 30
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
+		grpc.WithInitialWindowSize(4 << 20),
+		grpc.WithInitialConnWindowSize(16 << 20),
+	}, opts.DialOptions...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &GRPCClient{conn: conn, api: v2pb.NewGRPCInferenceServiceClient(conn)}, nil
+}
+
+// API is the generated stub, for calls this package does not wrap.
+func (c *GRPCClient) API() v2pb.GRPCInferenceServiceClient { return c.api }
+
+// Close closes the connection.
+func (c *GRPCClient) Close() error { return c.conn.Close() }
+
+// grpcErr turns a status error into an *Error.
+func grpcErr(err error) error {
+	if s, ok := status.FromError(err); ok {
+		return &Error{Code: s.Code(), Msg: s.Message()}
+	}
+	return err
+}
+
+func (c *GRPCClient) Live(ctx context.Context) (bool, error) {
+	r, err := c.api.ServerLive(ctx, &v2pb.ServerLiveRequest{})
+	if err != nil {
+		return false, grpcErr(err)
+	}
+	return r.GetLive(), nil
+}
+
+func (c *GRPCClient) Ready(ctx context.Context) (bool, error) {
+	r, err := c.api.ServerReady(ctx, &v2pb.ServerReadyRequest{})
+	if err != nil {
+		return false, grpcErr(err)
+	}
+	return r.GetReady(), nil
+}
+
+func (c *GRPCClient) ModelReady(ctx context.Context, model, version string) (bool, error) {
+	r, err := c.api.ModelReady(ctx, &v2pb.ModelReadyRequest{Name: model, Version: version})
+	if err != nil {
+		return false, grpcErr(err)
+	}
+	return r.GetReady(), nil
+}
+
+func (c *GRPCClient) ServerMetadata(ctx context.Context) (*ServerMetadata, error) {
+	r, err := c.api.ServerMetadata(ctx, &v2pb.ServerMetadataRequest{})
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &ServerMetadata{Name: r.GetName(), Version: r.GetVersion(), Extensions: r.GetExtensions()}, nil
+}
+
+func (c *GRPCClient) ModelMetadata(ctx context.Context, model, version string) (*ModelMetadata, error) {
+	r, err := c.api.ModelMetadata(ctx, &v2pb.ModelMetadataRequest{Name: model, Version: version})
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	m := &ModelMetadata{Name: r.GetName(), Versions: r.GetVersions(), Platform: r.GetPlatform()}
+	for _, t := range r.GetInputs() {
+		m.Inputs = append(m.Inputs, TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	for _, t := range r.GetOutputs() {
+		m.Outputs = append(m.Outputs, TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	return m, nil
+}
+
+// Infer sends req with raw_input_contents (the inputs' bytes are not copied
+// before marshalling).
+func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	r := &v2pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
+	if req.TimeoutMicros > 0 {
+		r.Parameters = map[string]*v2pb.InferParameter{"timeout": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: req.TimeoutMicros}}}
+	}
+	for _, t := range req.Inputs {
+		r.Inputs = append(r.Inputs, &v2pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
+		r.RawInputContents = append(r.RawInputContents, t.Data)
+	}
+	for _, name := range req.Outputs {
+		r.Outputs = append(r.Outputs, &v2pb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
+	}
+	resp, err := c.api.ModelInfer(ctx, r)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return fromGRPC(resp)
+}
+
+// fromGRPC reads a response's outputs from raw_output_contents or, when the
+// server sent typed contents, from fp32_contents.
+func fromGRPC(resp *v2pb.ModelInferResponse) (*InferResponse, error) {
+	out := &InferResponse{ModelName: resp.GetModelName(), ModelVersion: resp.GetModelVersion(), ID: resp.GetId()}
+	raw := resp.GetRawOutputContents()
+	if len(raw) > 0 && len(raw) != len(resp.GetOutputs()) {
+		return nil, fmt.Errorf("client: %d raw_output_contents for %d outputs", len(raw), len(resp.GetOutputs()))
+	}
+	for i, o := range resp.GetOutputs() {
+		t := Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape()}
+		switch {
+		case len(raw) > 0:
+			t.Data = raw[i]
+		case o.GetDatatype() == "FP32":
+			v := o.GetContents().GetFp32Contents()
+			t.Data = make([]byte, 4*len(v))
+			for j, f := range v {
+				binary.LittleEndian.PutUint32(t.Data[4*j:], math.Float32bits(f))
+			}
+		default:
+			return nil, fmt.Errorf("client: output %q: typed %s contents not supported", o.GetName(), o.GetDatatype())
+		}
+		if n := elements(t.Shape); n >= 0 && o.GetDatatype() == "FP32" && int64(len(t.Data)) != 4*n {
+			return nil, fmt.Errorf("client: output %q: %d bytes for shape %v", t.Name, len(t.Data), t.Shape)
+		}
+		out.Outputs = append(out.Outputs, t)
+	}
+	return out, nil
+}

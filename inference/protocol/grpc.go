@@ -1,0 +1,232 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+)
+
+// GRPCLimits bound what one peer can make a gRPC server hold.
+type GRPCLimits struct {
+	// MaxMessageBytes bounds a received or sent message; 0 means the
+	// Service's HTTP body limit (one MaxBatch FP32 request plus 1 MiB).
+	MaxMessageBytes int
+	// MaxStreams bounds concurrent calls per connection; 0 means 128.
+	MaxStreams uint32
+	// IdleTimeout closes a connection without calls for this long; 0 means
+	// 5 minutes.
+	IdleTimeout time.Duration
+}
+
+// GRPCServerOptions are the options a grpc.Server serving s needs: message
+// size limits, per-connection call limits, header size, handshake and idle
+// timeouts, keepalive enforcement, and flow-control windows large enough for
+// batch-sized messages.
+func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
+	if l.MaxMessageBytes <= 0 {
+		l.MaxMessageBytes = int(s.opts.MaxBodyBytes)
+	}
+	if l.MaxStreams == 0 {
+		l.MaxStreams = 128
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 5 * time.Minute
+	}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
+		grpc.MaxSendMsgSize(l.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(l.MaxStreams),
+		grpc.MaxHeaderListSize(64 << 10),
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(4 << 20),
+		grpc.InitialConnWindowSize(16 << 20),
+	}
+}
+
+// RegisterGRPC registers on g the inference.GRPCInferenceService, the
+// standard grpc.health.v1 service (for Kubernetes gRPC probes: SERVING
+// exactly when Ready) and server reflection (so grpcurl needs no .proto).
+func (s *Service) RegisterGRPC(g *grpc.Server) {
+	v2pb.RegisterGRPCInferenceServiceServer(g, grpcService{s: s})
+	registerHealth(g, s)
+	reflection.Register(g)
+}
+
+type grpcService struct {
+	v2pb.UnimplementedGRPCInferenceServiceServer
+	s *Service
+}
+
+func (g grpcService) ServerLive(context.Context, *v2pb.ServerLiveRequest) (*v2pb.ServerLiveResponse, error) {
+	return &v2pb.ServerLiveResponse{Live: true}, nil
+}
+
+func (g grpcService) ServerReady(context.Context, *v2pb.ServerReadyRequest) (*v2pb.ServerReadyResponse, error) {
+	return &v2pb.ServerReadyResponse{Ready: g.s.Ready()}, nil
+}
+
+func (g grpcService) ModelReady(_ context.Context, r *v2pb.ModelReadyRequest) (*v2pb.ModelReadyResponse, error) {
+	if _, err := g.s.lookup(r.GetName(), r.GetVersion()); err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	return &v2pb.ModelReadyResponse{Ready: g.s.Ready()}, nil
+}
+
+func (g grpcService) ServerMetadata(context.Context, *v2pb.ServerMetadataRequest) (*v2pb.ServerMetadataResponse, error) {
+	return &v2pb.ServerMetadataResponse{Name: g.s.opts.Name, Version: g.s.opts.Version, Extensions: Extensions}, nil
+}
+
+func (g grpcService) ModelMetadata(_ context.Context, r *v2pb.ModelMetadataRequest) (*v2pb.ModelMetadataResponse, error) {
+	m, err := g.s.lookup(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	return &v2pb.ModelMetadataResponse{
+		Name: m.name, Versions: []string{m.version}, Platform: Platform,
+		Inputs:  []*v2pb.ModelMetadataResponse_TensorMetadata{{Name: InputName, Datatype: FP32, Shape: m.InputShape()}},
+		Outputs: []*v2pb.ModelMetadataResponse_TensorMetadata{{Name: OutputName, Datatype: FP32, Shape: m.OutputShape()}},
+	}, nil
+}
+
+// ModelInfer runs one request. Raw input contents are answered with raw
+// output contents (as Triton always does), typed contents with typed
+// fp32_contents. The call's deadline, if any, is the request's timeout, and a
+// cancelled call drops or discards its request.
+func (g grpcService) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	resp, err := g.s.grpcInfer(ctx, r)
+	if err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	return resp, nil
+}
+
+func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	m, err := s.lookup(r.GetModelName(), r.GetModelVersion())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.admit(m); err != nil {
+		return nil, err
+	}
+	req := grpcParams(r.GetParameters())
+	if err := req.refuse("request"); err != nil {
+		return nil, err
+	}
+	if len(r.GetInputs()) != 1 {
+		return nil, badRequest("request has %d inputs, model %s takes 1 (%q)", len(r.GetInputs()), m.name, InputName)
+	}
+	t := r.GetInputs()[0]
+	n, err := m.checkInput(t.GetName(), t.GetDatatype(), t.GetShape())
+	if err != nil {
+		return nil, err
+	}
+	if err := grpcParams(t.GetParameters()).refuse("input " + t.GetName()); err != nil {
+		return nil, err
+	}
+	raw := len(r.GetRawInputContents()) > 0
+	if err := m.checkContents(t, r.GetRawInputContents(), n); err != nil {
+		return nil, err
+	}
+	for _, o := range r.GetOutputs() {
+		if o.GetName() != OutputName {
+			return nil, badRequest("unknown output %q: model %s has one output, %q", o.GetName(), m.name, OutputName)
+		}
+		if err := grpcParams(o.GetParameters()).refuse("output " + o.GetName()); err != nil {
+			return nil, err
+		}
+	}
+	v, ok := req[paramTimeout]
+	timeout, err := timeoutParam(v, ok)
+	if err != nil {
+		return nil, err
+	}
+
+	in, err := m.inputs.get(ctx, n, m.imageValues())
+	if err != nil {
+		return nil, err
+	}
+	if raw {
+		widen(in.Data, r.GetRawInputContents()[0], t.GetDatatype(), m.lut, m.height*m.width)
+	} else {
+		m.fillTyped(in, t)
+	}
+	logits, err := m.infer(ctx, in, timeout)
+	if err != nil {
+		return nil, err
+	}
+	out := &v2pb.ModelInferResponse_InferOutputTensor{Name: OutputName, Datatype: FP32, Shape: []int64{int64(n), int64(m.classes)}}
+	resp := &v2pb.ModelInferResponse{ModelName: m.name, ModelVersion: m.version, Id: r.GetId(), Outputs: []*v2pb.ModelInferResponse_InferOutputTensor{out}}
+	if raw {
+		resp.RawOutputContents = [][]byte{leBytes(logits)}
+	} else {
+		out.Contents = &v2pb.InferTensorContents{Fp32Contents: logits}
+	}
+	return resp, nil
+}
+
+// checkContents checks that the input's data is there, in one form, with the
+// size its shape and datatype need.
+func (m *Model) checkContents(t *v2pb.ModelInferRequest_InferInputTensor, raw [][]byte, n int) error {
+	values := n * m.imageValues()
+	if len(raw) > 0 {
+		if len(raw) != 1 {
+			return badRequest("%d raw_input_contents for 1 input", len(raw))
+		}
+		if t.GetContents() != nil {
+			return badRequest("input %q has typed contents and raw_input_contents", t.GetName())
+		}
+		if want := m.byteSize(n, t.GetDatatype()); len(raw[0]) != want {
+			return badRequest("input %q: %d bytes of raw contents, want %d (%s %v)", t.GetName(), len(raw[0]), want, t.GetDatatype(), t.GetShape())
+		}
+		return nil
+	}
+	c := t.GetContents()
+	switch t.GetDatatype() {
+	case FP32:
+		if got := len(c.GetFp32Contents()); got != values {
+			return badRequest("input %q: %d fp32_contents, want %d (shape %v)", t.GetName(), got, values, t.GetShape())
+		}
+	case UINT8:
+		u := c.GetUintContents()
+		if len(u) != values {
+			return badRequest("input %q: %d uint_contents, want %d (shape %v)", t.GetName(), len(u), values, t.GetShape())
+		}
+		for i, v := range u {
+			if v > 255 {
+				return badRequest("input %q: uint_contents[%d] = %d is not a UINT8", t.GetName(), i, v)
+			}
+		}
+	default:
+		return badRequest("input %q: %s data must be sent as raw_input_contents", t.GetName(), t.GetDatatype())
+	}
+	return nil
+}
+
+// fillTyped copies checked typed contents into in.
+func (m *Model) fillTyped(in inference.Tensor, t *v2pb.ModelInferRequest_InferInputTensor) {
+	c := t.GetContents()
+	if t.GetDatatype() == FP32 {
+		copy(in.Data, c.GetFp32Contents())
+		return
+	}
+	plane := m.height * m.width
+	for i, v := range c.GetUintContents() {
+		in.Data[i] = m.lut[(i/plane)%len(m.lut)][v]
+	}
+}
+
+// grpcError turns err into a gRPC status error.
+func (s *Service) grpcError(err error) error {
+	e := asError(err)
+	s.errs.addGRPC(e.Code)
+	return status.Error(e.Code, e.Msg)
+}

@@ -1,0 +1,261 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/inferbench/inferbench/inference"
+)
+
+// HeaderContentLength is the binary tensor data extension's header: the
+// length of the JSON object that starts the body, before the binary tensors.
+const HeaderContentLength = "Inference-Header-Content-Length"
+
+type inferRequestJSON struct {
+	ID         string       `json:"id"`
+	Parameters params       `json:"parameters"`
+	Inputs     []inputJSON  `json:"inputs"`
+	Outputs    []outputJSON `json:"outputs"`
+}
+
+type inputJSON struct {
+	Name       string          `json:"name"`
+	Shape      []int64         `json:"shape"`
+	Datatype   string          `json:"datatype"`
+	Parameters params          `json:"parameters"`
+	Data       json.RawMessage `json:"data"`
+}
+
+type outputJSON struct {
+	Name       string `json:"name"`
+	Parameters params `json:"parameters"`
+}
+
+// httpInfer is one decoded HTTP inference request.
+type httpInfer struct {
+	id         string
+	in         inputJSON
+	n          int           // images
+	binarySize int64         // bytes of binary input data, -1 for JSON data
+	binaryOut  bool          // answer the logits as binary data
+	timeout    time.Duration // 0: the server's default
+}
+
+// infer serves POST .../infer: (1) read and check the JSON header, (2) take
+// an input buffer, (3) fill it from the binary data or the JSON numbers,
+// (4) run the request, (5) answer JSON or JSON plus binary logits.
+func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
+	if err := s.admit(m); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		s.httpError(w, &Error{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("Content-Encoding %q is not supported; send the body uncompressed", ce)})
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	req, err := s.readHeader(body, r, m)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	in, err := m.inputs.get(r.Context(), req.n, m.imageValues())
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if err := s.fill(body, req, m, in); err != nil {
+		m.inputs.put(in)
+		s.httpError(w, err)
+		return
+	}
+	logits, err := m.infer(r.Context(), in, req.timeout)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if err := writeInfer(w, m, req, logits); err != nil {
+		s.httpError(w, err)
+	}
+}
+
+// readHeader reads the request's JSON object (the whole body, or the first
+// Inference-Header-Content-Length bytes of it) and checks it against m.
+func (s *Service) readHeader(body io.Reader, r *http.Request, m *Model) (*httpInfer, error) {
+	var head []byte
+	var err error
+	if v := r.Header.Get(HeaderContentLength); v != "" {
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n <= 0 || n > s.opts.MaxBodyBytes || (r.ContentLength >= 0 && n > r.ContentLength) {
+			return nil, badRequest("%s %q: want a length from 1 to the body's length (%d)", HeaderContentLength, v, r.ContentLength)
+		}
+		head, err = io.ReadAll(io.LimitReader(body, n))
+		if err == nil && int64(len(head)) < n {
+			err = fmt.Errorf("body ended after %d of the %d bytes of its JSON header", len(head), n)
+		}
+	} else {
+		head, err = io.ReadAll(body)
+	}
+	if err != nil {
+		return nil, readError(err)
+	}
+	var j inferRequestJSON
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	if err := dec.Decode(&j); err != nil {
+		return nil, badRequest("invalid inference request JSON: %v", err)
+	}
+	if rest := bytes.TrimSpace(head[dec.InputOffset():]); len(rest) > 0 {
+		return nil, badRequest("%d bytes after the inference request JSON (binary tensor data needs the %s header)", len(rest), HeaderContentLength)
+	}
+	return m.checkRequest(&j)
+}
+
+// checkRequest validates a decoded request against the model.
+func (m *Model) checkRequest(j *inferRequestJSON) (*httpInfer, error) {
+	if err := j.Parameters.refuse("request"); err != nil {
+		return nil, err
+	}
+	if len(j.Inputs) != 1 {
+		return nil, badRequest("request has %d inputs, model %s takes 1 (%q)", len(j.Inputs), m.name, InputName)
+	}
+	req := &httpInfer{id: j.ID, in: j.Inputs[0], binarySize: -1}
+	var err error
+	if req.n, err = m.checkInput(req.in.Name, req.in.Datatype, req.in.Shape); err != nil {
+		return nil, err
+	}
+	if err := req.in.Parameters.refuse("input " + req.in.Name); err != nil {
+		return nil, err
+	}
+	want := int64(m.byteSize(req.n, req.in.Datatype))
+	if v, ok := req.in.Parameters[paramBinaryDataSize]; ok {
+		size, isInt := asInt64(v)
+		if !isInt || size != want {
+			return nil, badRequest("input %q: %s %v, want %d (%s %v)", req.in.Name, paramBinaryDataSize, v, want, req.in.Datatype, req.in.Shape)
+		}
+		if len(req.in.Data) > 0 && string(req.in.Data) != "null" {
+			return nil, badRequest("input %q has both JSON data and %s", req.in.Name, paramBinaryDataSize)
+		}
+		req.binarySize = size
+	} else if len(req.in.Data) == 0 {
+		return nil, badRequest("input %q has neither data nor the %s parameter", req.in.Name, paramBinaryDataSize)
+	}
+	binAll, _, err := j.Parameters.flag(paramBinaryDataOutput)
+	if err != nil {
+		return nil, err
+	}
+	req.binaryOut = binAll
+	for _, o := range j.Outputs {
+		if o.Name != OutputName {
+			return nil, badRequest("unknown output %q: model %s has one output, %q", o.Name, m.name, OutputName)
+		}
+		if err := o.Parameters.refuse("output " + o.Name); err != nil {
+			return nil, err
+		}
+		b, set, err := o.Parameters.flag(paramBinaryData)
+		if err != nil {
+			return nil, err
+		}
+		if set {
+			req.binaryOut = b
+		}
+	}
+	v, ok := j.Parameters[paramTimeout]
+	req.timeout, err = timeoutParam(v, ok)
+	return req, err
+}
+
+// fill writes the request's input into in, from the body's binary data (read
+// straight into in when FP32) or from the JSON data.
+func (s *Service) fill(body io.Reader, req *httpInfer, m *Model, in inference.Tensor) error {
+	dt, plane := req.in.Datatype, m.height*m.width
+	if req.binarySize < 0 {
+		if err := parseData(req.in.Data, dt, req.in.Shape, in.Data, m.lut, plane); err != nil {
+			return badRequest("input %q: %v", req.in.Name, err)
+		}
+		return nil
+	}
+	var err error
+	if dt == FP32 && hostLittleEndian {
+		_, err = io.ReadFull(body, floatBytes(in.Data))
+	} else {
+		raw := make([]byte, req.binarySize)
+		if _, err = io.ReadFull(body, raw); err == nil {
+			widen(in.Data, raw, dt, m.lut, plane)
+		}
+	}
+	if err != nil {
+		return readError(err)
+	}
+	var extra [1]byte
+	if n, _ := io.ReadFull(body, extra[:]); n > 0 {
+		return badRequest("body continues after the %d bytes of binary data that %s declares", req.binarySize, paramBinaryDataSize)
+	}
+	return nil
+}
+
+// readError maps a failure to read the body.
+func readError(err error) error {
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb):
+		return tooLarge("request body larger than the limit of %d bytes", mb.Limit)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badRequest("request body ended early: %v", err)
+	}
+	return badRequest("reading the request body: %v", err)
+}
+
+// writeInfer answers with the logits, as JSON numbers or as binary data after
+// the JSON header.
+func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float32) error {
+	head := make([]byte, 0, 256)
+	head = append(head, `{"model_name":`...)
+	head = appendJSONString(head, m.name)
+	head = append(head, `,"model_version":`...)
+	head = appendJSONString(head, m.version)
+	if req.id != "" {
+		head = append(head, `,"id":`...)
+		head = appendJSONString(head, req.id)
+	}
+	head = fmt.Appendf(head, `,"outputs":[{"name":%q,"datatype":%q,"shape":[%d,%d]`, OutputName, FP32, req.n, m.classes)
+	h := w.Header()
+	if req.binaryOut {
+		head = fmt.Appendf(head, `,"parameters":{%q:%d}}]}`, paramBinaryDataSize, 4*len(logits))
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set(HeaderContentLength, strconv.Itoa(len(head)))
+		h.Set("Content-Length", strconv.Itoa(len(head)+4*len(logits)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(head)
+		w.Write(leBytes(logits))
+		return nil
+	}
+	head = append(head, `,"data":[`...)
+	for i, v := range logits {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return &Error{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("logit %d is %v, which JSON cannot carry: ask for binary output (%q)", i, v, paramBinaryData)}
+		}
+		if i > 0 {
+			head = append(head, ',')
+		}
+		head = strconv.AppendFloat(head, float64(v), 'g', -1, 32)
+	}
+	head = append(head, "]}]}"...)
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(head)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(head)
+	return nil
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}

@@ -1,0 +1,110 @@
+package protocol
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Extensions the server reports in its metadata.
+var Extensions = []string{"binary_tensor_data"}
+
+// Options configure a Service.
+type Options struct {
+	// Name and Version are the server metadata's; "" means "inferbench" and
+	// "dev".
+	Name, Version string
+	// MaxBodyBytes bounds an HTTP request body; 0 means the body of one
+	// request of MaxBatch FP32 images in binary form plus 1 MiB of JSON.
+	// gRPC messages are bounded by the grpc.Server's options (see
+	// GRPCServerOptions).
+	MaxBodyBytes int64
+}
+
+// Service is the network front door of one Model: the Open Inference
+// Protocol's HTTP/REST API (HTTPHandler), its gRPC API (RegisterGRPC) and
+// Prometheus metrics (Collector). Its methods are safe for concurrent use.
+type Service struct {
+	model    *Model
+	opts     Options
+	draining atomic.Bool
+	drained  chan struct{} // closed by Drain
+	drain    sync.Once
+	errs     errorCounts
+}
+
+// New returns the front door of m.
+func New(m *Model, opts Options) *Service {
+	if opts.Name == "" {
+		opts.Name = "inferbench"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBody(m)
+	}
+	return &Service{model: m, opts: opts, drained: make(chan struct{})}
+}
+
+// DefaultMaxBody is the body of one request of MaxBatch FP32 images in
+// binary form plus 1 MiB for its JSON header.
+func DefaultMaxBody(m *Model) int64 {
+	return int64(m.byteSize(m.maxBatch, FP32)) + 1<<20
+}
+
+// MaxBodyBytes is the HTTP body limit in force.
+func (s *Service) MaxBodyBytes() int64 { return s.opts.MaxBodyBytes }
+
+// Model is the served model.
+func (s *Service) Model() *Model { return s.model }
+
+// Drain makes the server report not ready (HTTP, gRPC and the gRPC health
+// service) and refuse new inference requests
+// with 503/Unavailable, while requests already accepted are answered. It
+// cannot be undone.
+func (s *Service) Drain() {
+	s.drain.Do(func() {
+		s.draining.Store(true)
+		close(s.drained)
+	})
+}
+
+// Draining reports whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Ready reports whether the server takes inference requests: not draining
+// and the model's server has a worker in service.
+func (s *Service) Ready() bool {
+	if s.draining.Load() {
+		return false
+	}
+	ok, _ := s.model.ready()
+	return ok
+}
+
+// lookup finds the model a request addresses.
+func (s *Service) lookup(name, version string) (*Model, error) {
+	m := s.model
+	if name != m.name {
+		return nil, notFound("unknown model %q (this server serves %q)", name, m.name)
+	}
+	if !m.matches(version) {
+		return nil, notFound("unknown version %q of model %q (it has version %q)", version, name, m.version)
+	}
+	return m, nil
+}
+
+// admit fails when the server is draining or has no worker in service.
+func (s *Service) admit(m *Model) error {
+	if s.draining.Load() {
+		return unavailable("inference: server is shutting down")
+	}
+	if ok, cause := m.ready(); !ok {
+		return unavailable("inference: model %s is not ready: %v", m, cause)
+	}
+	return nil
+}
+
+// Close frees the front door's idle buffers. Call it after the transports
+// stopped and before shutting the model's server down.
+func (s *Service) Close() { s.model.inputs.close() }
