@@ -32,7 +32,8 @@ func elemSize(datatype string) int {
 }
 
 // Normalization maps UINT8 images to the model's float input, per channel:
-// x = (v/255 - Mean[c]) / Std[c], as torchvision's ToTensor and Normalize do.
+// x = (v/255 - Mean[c]) / Std[c], as torchvision's ToTensor and Normalize do
+// (in float32).
 type Normalization struct {
 	Mean, Std []float32
 }
@@ -54,12 +55,17 @@ func (n Normalization) check(channels int) error {
 }
 
 // lut returns, per channel, the float input of every UINT8 value:
-// (v/255 - Mean[c]) / Std[c], computed in float64 and rounded once.
+// (v/255 - Mean[c]) / Std[c] in float32 arithmetic, step by step, as
+// torchvision's ToTensor (a float32 division by 255) and Normalize (float32
+// subtraction, then division) compute it, so the logits equal those of
+// images normalised by torchvision on the host.
 func (n Normalization) lut() [][256]float32 {
 	t := make([][256]float32, len(n.Mean))
 	for c := range t {
 		for v := range t[c] {
-			t[c][v] = float32((float64(v)/255 - float64(n.Mean[c])) / float64(n.Std[c]))
+			x := float32(v) / 255
+			x -= n.Mean[c]
+			t[c][v] = x / n.Std[c]
 		}
 	}
 	return t

@@ -133,27 +133,38 @@ func (m *Model) byteSize(n int, datatype string) int {
 	return n * m.imageValues() * elemSize(datatype)
 }
 
-// run infers in (n images) into out (n*classes values) and waits until the
-// server has answered, so that in is no longer read when run returns: a
-// cancelled ctx makes the server drop the request (or discard its result),
-// and its answer follows. timeout, if positive, bounds the request from now.
-func (m *Model) run(ctx context.Context, in inference.Tensor, out []float32, timeout time.Duration) error {
-	call, err := m.srv.Submit(ctx, inference.Request{Input: in, Logits: out, Timeout: timeout})
-	if err != nil {
-		return err
-	}
-	return call.Err()
-}
-
-// infer runs one decoded request whose input buffer came from m.inputs, and
-// releases the buffer.
+// infer runs one decoded request whose input buffer came from m.inputs and
+// returns the logits. It returns when the server answers or ctx ends; in both
+// cases the buffer goes back to the pool only once the server answered (and
+// so no longer reads it): on an early return a goroutine waits for that
+// answer, which follows promptly as the server drops an abandoned request or
+// discards its result. timeout, if positive, bounds the request from now.
 func (m *Model) infer(ctx context.Context, in inference.Tensor, timeout time.Duration) ([]float32, error) {
-	defer m.inputs.put(in)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	out := make([]float32, in.Shape[0]*m.classes)
-	if err := m.run(ctx, in, out, timeout); err != nil {
+	call, err := m.srv.Submit(ctx, inference.Request{Input: in, Logits: out})
+	if err != nil {
+		m.inputs.put(in)
 		return nil, err
 	}
-	return out, nil
+	select {
+	case <-call.Done():
+		m.inputs.put(in)
+		if err := call.Err(); err != nil {
+			return nil, err
+		}
+		return out, nil
+	case <-ctx.Done():
+		go func() {
+			<-call.Done()
+			m.inputs.put(in)
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // timeoutParam reads the optional "timeout" request parameter (microseconds,

@@ -1,0 +1,108 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// fuzzService serves resnet.Tiny at 32x32 (at most 2 images a request) on
+// the CPU, with a 64 KiB body limit.
+func fuzzService(t testing.TB) *Service {
+	m, err := resnet.New(resnet.Tiny(), 1)
+	require.NoError(t, err)
+	srv, err := inference.New(inference.Config{Model: m, Height: 32, Width: 32, MaxBatch: 2})
+	require.NoError(t, err)
+	model, err := NewModel(srv, ModelConfig{})
+	require.NoError(t, err)
+	s := New(model, Options{MaxBodyBytes: 64 << 10})
+	t.Cleanup(func() { s.Close(); srv.Close() })
+	return s
+}
+
+func FuzzParseData(f *testing.F) {
+	f.Add([]byte(`[1, 2.5e-3, -0, 3]`), false)
+	f.Add([]byte(`[[1,2],[3,4]]`), true)
+	f.Add([]byte(`[[[1]]]`), false)
+	f.Add([]byte(` [ 255 , 0 ] `), false)
+	f.Add([]byte(`[1,]`), true)
+	f.Fuzz(func(t *testing.T, data []byte, uint8s bool) {
+		dt, shape := FP32, []int64{2, 2}
+		if uint8s {
+			dt = UINT8
+		}
+		dst := make([]float32, 4)
+		lut := ImageNet.lut()
+		if err := parseData(data, dt, shape, dst, lut[:1], 2); err == nil {
+			// A success stored exactly the four values: parse them again
+			// into a larger buffer, which must fail (count mismatch).
+			big := make([]float32, 5)
+			require.Error(t, parseData(data, dt, []int64{5}, big, lut[:1], 5))
+		}
+	})
+}
+
+// FuzzHTTPInfer sends arbitrary bodies (and Inference-Header-Content-Length
+// values) to the infer endpoint: the server must answer every one with a
+// status of the protocol, never panic, and keep serving.
+func FuzzHTTPInfer(f *testing.F) {
+	s := fuzzService(f)
+	h := s.HTTPHandler()
+	img := 3 * 32 * 32
+	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"UINT8","shape":[1,3,32,32],"data":[`+string(bytes.Repeat([]byte("7,"), img-1))+`7]}]}`), "")
+	head := `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,32,32],"parameters":{"binary_data_size":12288}}],"parameters":{"binary_data_output":true}}`
+	f.Add(append([]byte(head), make([]byte, 4*img)...), strconv.Itoa(len(head)))
+	f.Add([]byte(head), strconv.Itoa(len(head)+1))
+	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"FP16","shape":[2,3,32,32]}]}`), "-1")
+	f.Fuzz(func(t *testing.T, body []byte, headerLen string) {
+		r := httptest.NewRequest(http.MethodPost, "/v2/models/resnet18/infer", bytes.NewReader(body))
+		if headerLen != "" {
+			r.Header.Set(HeaderContentLength, headerLen)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch w.Code {
+		case 200, 400, 413, 503, 504:
+		default:
+			t.Fatalf("status %d for body %q: %s", w.Code, clip(body), w.Body.String())
+		}
+	})
+}
+
+// FuzzGRPCInfer feeds arbitrary protobuf bytes, decoded as a
+// ModelInferRequest, to the gRPC handler.
+func FuzzGRPCInfer(f *testing.F) {
+	s := fuzzService(f)
+	g := grpcService{s: s}
+	img := 3 * 32 * 32
+	seed := func(r *v2pb.ModelInferRequest) {
+		b, err := proto.Marshal(r)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	in := &v2pb.ModelInferRequest_InferInputTensor{Name: "input", Datatype: "FP32", Shape: []int64{1, 3, 32, 32}}
+	seed(&v2pb.ModelInferRequest{ModelName: "resnet18", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{make([]byte, 4*img)}})
+	typed := &v2pb.ModelInferRequest_InferInputTensor{Name: "input", Datatype: "UINT8", Shape: []int64{1, 3, 32, 32},
+		Contents: &v2pb.InferTensorContents{UintContents: make([]uint32, img)}}
+	seed(&v2pb.ModelInferRequest{ModelName: "resnet18", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{typed}})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var r v2pb.ModelInferRequest
+		if proto.Unmarshal(msg, &r) != nil {
+			return
+		}
+		resp, err := g.ModelInfer(context.Background(), &r)
+		if err == nil {
+			require.Len(t, resp.GetOutputs(), 1)
+		}
+	})
+}

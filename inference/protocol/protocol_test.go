@@ -1,0 +1,176 @@
+package protocol_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/inference/cpu"
+	"github.com/inferbench/inferbench/inference/protocol"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// The test model: resnet.Tiny at 32x32, 5 classes, on the CPU.
+const (
+	side    = 32
+	classes = 5
+)
+
+func tinyModel(t testing.TB) *resnet.Model {
+	m, err := resnet.New(resnet.Tiny(), 3)
+	require.NoError(t, err)
+	return m
+}
+
+// gate is a back-end wrapper whose Compute waits while the gate is closed.
+type gate struct {
+	backend.Backend
+	open    chan struct{} // closed: compute freely
+	armed   atomic.Bool   // the gate applies (after the server's first inference)
+	waiting atomic.Int32  // computes blocked now
+}
+
+func newGate(b backend.Backend) *gate { return &gate{Backend: b, open: make(chan struct{})} }
+
+func (g *gate) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	e, err := g.Backend.Open(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	ws := e.Workers()
+	for i, w := range ws {
+		ws[i] = gatedWorker{Worker: w, g: g}
+	}
+	return e, nil
+}
+
+func (g *gate) release() { close(g.open) }
+
+type gatedWorker struct {
+	backend.Worker
+	g *gate
+}
+
+func (w gatedWorker) Compute(s, n int) error {
+	if w.g.armed.Load() {
+		w.g.waiting.Add(1)
+		<-w.g.open
+		w.g.waiting.Add(-1)
+	}
+	return w.Worker.Compute(s, n)
+}
+
+// fixture is a served model with its transports on loopback.
+type fixture struct {
+	srv  *inference.Server
+	svc  *protocol.Service
+	http *httptest.Server
+	grpc string // address
+	gate *gate  // nil unless asked for
+}
+
+type fixtureOpts struct {
+	cfg   inference.Config
+	gated bool
+	opts  protocol.Options
+	mcfg  protocol.ModelConfig
+}
+
+func newFixture(t testing.TB, o fixtureOpts) *fixture {
+	t.Helper()
+	cfg := o.cfg
+	cfg.Model = tinyModel(t)
+	cfg.Height, cfg.Width = side, side
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 8
+	}
+	f := &fixture{}
+	if o.gated {
+		f.gate = newGate(cpu.New())
+		cfg.Backend = f.gate
+	}
+	srv, err := inference.New(cfg)
+	require.NoError(t, err)
+	if f.gate != nil {
+		f.gate.armed.Store(true)
+	}
+	f.srv = srv
+	m, err := protocol.NewModel(srv, o.mcfg)
+	require.NoError(t, err)
+	f.svc = protocol.New(m, o.opts)
+	f.http = httptest.NewServer(f.svc.HTTPHandler())
+	g := grpc.NewServer(f.svc.GRPCServerOptions(protocol.GRPCLimits{})...)
+	f.svc.RegisterGRPC(g)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f.grpc = ln.Addr().String()
+	go g.Serve(ln)
+	t.Cleanup(func() {
+		if f.gate != nil {
+			select {
+			case <-f.gate.open:
+			default:
+				f.gate.release()
+			}
+		}
+		f.http.Close()
+		g.Stop()
+		f.svc.Close()
+		srv.Close()
+	})
+	return f
+}
+
+func (f *fixture) httpClient(t testing.TB, json bool) *client.HTTPClient {
+	c, err := client.NewHTTP(f.http.URL, client.HTTPOptions{JSON: json})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (f *fixture) grpcClient(t testing.TB) *client.GRPCClient {
+	c, err := client.NewGRPC(f.grpc, client.GRPCOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clients are the three ways a Go program reaches the server.
+func (f *fixture) clients(t testing.TB) map[string]client.Client {
+	return map[string]client.Client{
+		"http-binary": f.httpClient(t, false),
+		"http-json":   f.httpClient(t, true),
+		"grpc":        f.grpcClient(t),
+	}
+}
+
+func randomImages(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	v := make([]float32, n*3*side*side)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// inProcess is the server's own answer for images.
+func (f *fixture) inProcess(t testing.TB, images []float32) []float32 {
+	n := len(images) / (3 * side * side)
+	resp, err := f.srv.Infer(context.Background(), inference.Tensor{Shape: []int{n, 3, side, side}, Data: images})
+	require.NoError(t, err)
+	return resp.Logits.Data
+}
+
+func inferRequest(images []float32) *client.InferRequest {
+	n := int64(len(images) / (3 * side * side))
+	return &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{n, 3, side, side}, images)}}
+}
