@@ -1,0 +1,220 @@
+package protocol_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/inference/metrics"
+	"github.com/inferbench/inferbench/inference/protocol"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+var (
+	benchBackend   = flag.String("backend", "nop", "back-end of BenchmarkTransport: nop (the front door's own cost), cpu or cuda")
+	benchSize      = flag.String("size", "", "input HxW (default 32x32 on nop, 250x250 otherwise)")
+	benchBatches   = flag.String("batches", "1", "images per request, comma-separated")
+	benchClients   = flag.String("clients", "1,4", "client goroutines, each with one request outstanding, comma-separated")
+	benchPrecision = flag.String("precision", "fp32", "fp32, tf32 or fp16 (cuda)")
+	benchGraphs    = flag.Bool("graphs", false, "CUDA graphs (cuda)")
+	benchWorkers   = flag.Int("workers", 1, "compute workers")
+	benchPipeline  = flag.String("pipeline", "serial", "serial or overlap")
+)
+
+func benchInts(b *testing.B, s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("bad number %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkTransport measures what each way into the server costs, in one run
+// and one process: transport=inproc calls Server.Submit directly; grpc and
+// http go through the front door over loopback TCP, the Go client sending
+// raw contents (gRPC) or binary tensor data (HTTP). Each of `clients`
+// goroutines keeps one request outstanding (closed loop). Latency is from
+// the client's send to its decoded answer, on the client's clock; req/s and
+// samples/s are over the whole run's wall time. Client and server share the
+// machine's cores.
+func BenchmarkTransport(b *testing.B) {
+	h, w := 32, 32
+	if *benchBackend != "nop" {
+		h, w = 250, 250
+	}
+	if *benchSize != "" {
+		hh, ww, ok := strings.Cut(*benchSize, "x")
+		var err1, err2 error
+		h, err1 = strconv.Atoi(hh)
+		w, err2 = strconv.Atoi(ww)
+		if !ok || err1 != nil || err2 != nil {
+			b.Fatalf("bad -size %q", *benchSize)
+		}
+	}
+	batches := benchInts(b, *benchBatches)
+	maxBatch := 0
+	for _, n := range batches {
+		maxBatch = max(maxBatch, n)
+	}
+	f := benchServer(b, h, w, maxBatch, batches)
+	for _, batch := range batches {
+		for _, clients := range benchInts(b, *benchClients) {
+			for _, transport := range []string{"inproc", "grpc", "http"} {
+				name := fmt.Sprintf("backend=%s/batch=%d/clients=%d/transport=%s", *benchBackend, batch, clients, transport)
+				b.Run(name, func(b *testing.B) { f.run(b, transport, batch, clients, h, w) })
+			}
+		}
+	}
+}
+
+type benchFixture struct {
+	srv        *inference.Server
+	httpURL    string
+	grpcAddr   string
+	httpClient *client.HTTPClient
+	grpcClient *client.GRPCClient
+}
+
+func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture {
+	pipe, err := backend.ParsePipeline(*benchPipeline)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prec, err := backend.ParsePrecision(*benchPrecision)
+	if err != nil {
+		b.Fatal(err)
+	}
+	arch := resnet.ResNet18()
+	if *benchBackend == "nop" {
+		arch = resnet.Tiny() // its 5 logits: the nop model copies input values
+	}
+	m, err := resnet.New(arch, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := inference.New(inference.Config{
+		Device: *benchBackend, Model: m, Height: h, Width: w, MaxBatch: maxBatch, Batches: batches,
+		Workers: *benchWorkers, Pipeline: pipe, Precision: prec, Graphs: *benchGraphs, PinnedInput: true, MaxQueue: 4096,
+	})
+	if err != nil {
+		if *benchBackend == "cuda" {
+			b.Skipf("cuda back-end: %v", err)
+		}
+		b.Fatal(err)
+	}
+	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc := protocol.New(model, protocol.Options{})
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: svc.HTTPHandler()}
+	gs := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{})...)
+	svc.RegisterGRPC(gs)
+	go hs.Serve(hl)
+	go gs.Serve(gl)
+	f := &benchFixture{srv: srv, httpURL: "http://" + hl.Addr().String(), grpcAddr: gl.Addr().String()}
+	if f.httpClient, err = client.NewHTTP(f.httpURL, client.HTTPOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if f.grpcClient, err = client.NewGRPC(f.grpcAddr, client.GRPCOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		f.httpClient.Close()
+		f.grpcClient.Close()
+		hs.Close()
+		gs.Stop()
+		svc.Close()
+		srv.Close()
+	})
+	return f
+}
+
+func (f *benchFixture) run(b *testing.B, transport string, batch, clients, h, w int) {
+	in, err := f.srv.AllocInput(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.srv.FreeInput(in)
+	for i := range in.Data {
+		in.Data[i] = float32(i%251) / 251
+	}
+	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{int64(batch), 3, int64(h), int64(w)}, in.Data)}}
+	out := make([][]float32, clients)
+	send := func(c int) error {
+		switch transport {
+		case "inproc":
+			call, err := f.srv.Submit(context.Background(), inference.Request{Input: in, Logits: out[c]})
+			if err != nil {
+				return err
+			}
+			return call.Err()
+		case "grpc":
+			_, err := f.grpcClient.Infer(context.Background(), req)
+			return err
+		}
+		_, err := f.httpClient.Infer(context.Background(), req)
+		return err
+	}
+	for c := range out {
+		out[c] = make([]float32, batch*f.srv.Classes())
+		if err := send(c); err != nil { // warm the connection and the buffer pool
+			b.Fatal(err)
+		}
+	}
+	hists := make([]metrics.Histogram, clients)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := send(c); err != nil {
+					b.Error(err)
+					return
+				}
+				hists[c].Record(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var all metrics.Histogram
+	for i := range hists {
+		all.Merge(&hists[i])
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "samples/s")
+	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
+	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
+}
