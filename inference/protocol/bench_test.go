@@ -218,3 +218,41 @@ func (f *benchFixture) run(b *testing.B, transport string, batch, clients, h, w 
 	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
 	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
 }
+
+var benchPayload = flag.String("payload-mib", "0.75,24,192", "BenchmarkPayload message sizes in MiB, comma-separated (192 MiB: a batch of 256 fp32 3x250x250 images is 183 MiB)")
+
+// BenchmarkPayload measures what loopback itself allows, with no model and
+// no decoding: one client sends size bytes and waits for a 4-byte answer,
+// over a raw TCP connection (transport=tcp), an HTTP POST whose handler reads
+// the body into a reused buffer (http), or a gRPC unary call carrying the
+// bytes (grpc, server reflection-free: a one-method service on the same
+// grpc-go settings as the front door). bytes/s over the run's wall time is
+// each transport's ceiling for one client; the front door's figures in
+// BenchmarkTransport are judged against it.
+func BenchmarkPayload(b *testing.B) {
+	for _, s := range strings.Split(*benchPayload, ",") {
+		mib, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || mib <= 0 {
+			b.Fatalf("bad -payload-mib %q", s)
+		}
+		size := int(mib * (1 << 20))
+		for _, transport := range []string{"tcp", "http", "grpc"} {
+			b.Run(fmt.Sprintf("bytes=%d/transport=%s", size, transport), func(b *testing.B) {
+				send := payloadTransport(b, transport, size)
+				msg := make([]byte, size)
+				if err := send(msg); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := send(msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)*float64(size)/time.Since(start).Seconds(), "bytes/s")
+			})
+		}
+	}
+}
