@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference"
+)
+
+func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve", "-workers", "0"}, "-workers 0: must be at least 1"},
+		{[]string{"serve", "-max-batch", "-3"}, "-max-batch -3: must be at least 1"},
+		{[]string{"serve", "-size", "250"}, `-size "250": want HxW`},
+		{[]string{"serve", "-size", "16x16"}, "each at least 32"},
+		{[]string{"serve", "-pipeline", "parallel"}, `-pipeline: backend: unknown pipeline "parallel"`},
+		{[]string{"serve", "-precision", "bf16"}, `unknown precision "bf16"`},
+		{[]string{"serve", "-queue-policy", "drop"}, `-queue-policy "drop": want block or reject`},
+		{[]string{"serve", "-devices", "0,x"}, `-devices "0,x"`},
+		{[]string{"serve", "-batches", "0"}, `-batches "0": want comma-separated integers of at least 1`},
+		{[]string{"serve", "-grace", "-1s"}, "-grace -1s: must not be negative"},
+		{[]string{"serve", "-model", "resnet50"}, `-model "resnet50": want resnet18 or tiny`},
+		{[]string{"serve", "-uint8-mean", "a,b,c"}, `-uint8-mean "a,b,c"`},
+		{[]string{"serve", "-http-addr", "", "-grpc-addr", ""}, "nothing to serve"},
+		{[]string{"serve", "-log", "xml"}, `-log "xml"`},
+		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
+		{[]string{"serve", "-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{nil, "usage: inferbench"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		assert.Equal(t, 2, exitCode(err, &errOut), "%v: exit status", tc.args)
+		assert.Contains(t, errOut.String(), tc.msg, "%v", tc.args)
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"help"}} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, &out, &errOut)
+		assert.Equal(t, 0, exitCode(err, &errOut), "%v", args)
+		assert.Contains(t, out.String()+errOut.String(), "serve", "%v", args)
+	}
+}
+
+func TestFlagsReachTheConfig(t *testing.T) {
+	var errOut bytes.Buffer
+	f, err := parseServe([]string{
+		"-backend", "nop", "-workers", "3", "-pipeline", "overlap", "-slots", "4", "-precision", "fp16", "-graphs",
+		"-devices", "0,1", "-pinned-input=false", "-max-batch", "64", "-batches", "1,32", "-max-queue", "9",
+		"-queue-policy", "reject", "-timeout", "2s", "-reject-non-finite", "-max-queue-delay", "3ms",
+		"-preferred-batches", "16,32", "-checkpoint", "w.pth", "-seed", "7", "-size", "64x48", "-trace", "t.json",
+	}, &errOut)
+	require.NoError(t, err, errOut.String())
+	cfg, err := f.config()
+	require.NoError(t, err)
+	assert.Equal(t, "nop", cfg.Device)
+	assert.Equal(t, 3, cfg.Workers)
+	assert.Equal(t, inference.Overlap, cfg.Pipeline)
+	assert.Equal(t, 4, cfg.Slots)
+	assert.Equal(t, inference.FP16, cfg.Precision)
+	assert.True(t, cfg.Graphs)
+	assert.Equal(t, []int{0, 1}, cfg.Devices)
+	assert.False(t, cfg.PinnedInput)
+	assert.Equal(t, 64, cfg.MaxBatch)
+	assert.Equal(t, []int{1, 32}, cfg.Batches)
+	assert.Equal(t, 9, cfg.MaxQueue)
+	assert.Equal(t, inference.Reject, cfg.QueuePolicy)
+	assert.Equal(t, 2*time.Second, cfg.Timeout)
+	assert.True(t, cfg.RejectNonFinite)
+	assert.Equal(t, 3*time.Millisecond, cfg.MaxQueueDelay)
+	assert.Equal(t, []int{16, 32}, cfg.PreferredBatches)
+	assert.Equal(t, "w.pth", cfg.Checkpoint)
+	assert.Equal(t, uint64(7), cfg.Seed)
+	assert.Equal(t, 64, cfg.Height)
+	assert.Equal(t, 48, cfg.Width)
+	assert.NotNil(t, cfg.Trace)
+}
