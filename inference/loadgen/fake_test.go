@@ -13,6 +13,9 @@ import (
 type fakeTarget struct {
 	Service time.Duration
 	Workers int // 0 (unlimited) or 1
+	// ServiceAt, if set, replaces Service: the service time of a request
+	// admitted at now (a target whose speed changes over time).
+	ServiceAt func(now time.Time) time.Duration
 
 	SendDelay func(i int) time.Duration // Send blocks this long (admission stall)
 	SendErr   func(i int) error         // Send fails
@@ -59,7 +62,11 @@ func (f *fakeTarget) Send(ctx context.Context, at time.Time) (func() error, erro
 	if f.Workers == 1 && f.busyUntil.After(now) {
 		start = f.busyUntil
 	}
-	done := start.Add(f.Service)
+	service := f.Service
+	if f.ServiceAt != nil {
+		service = f.ServiceAt(now)
+	}
+	done := start.Add(service)
 	if f.Workers == 1 {
 		f.busyUntil = done
 	}

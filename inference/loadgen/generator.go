@@ -36,8 +36,9 @@ type Generator struct {
 	wg         sync.WaitGroup
 	finished   bool
 
-	mu  sync.Mutex // guards res, which the waiting goroutines update
+	mu  sync.Mutex // guards res and win, which the waiting goroutines update
 	res Result
+	win *openWindow // the measurement window responses go to (RunWindows), or nil
 }
 
 // Start checks s, makes a Generator that drives t, and sends the warm-up
@@ -192,6 +193,9 @@ func (g *Generator) done(at time.Time, err error) {
 	} else {
 		g.res.Completed++
 		g.res.Latency.Record(now.Sub(at))
+	}
+	if g.win != nil {
+		g.win.add(now.Sub(at), err)
 	}
 	g.mu.Unlock()
 	if g.sem != nil {
