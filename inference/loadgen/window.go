@@ -268,7 +268,7 @@ func burstWindows(ctx context.Context, t Target, s Spec, w WindowSpec) (Windowed
 		if err != nil {
 			return out, err
 		}
-		win := Window{Start: r.FirstSend, End: r.LastDone, Elapsed: r.Elapsed(), Completed: r.Completed, Failed: r.Failed, Latency: r.Latency}
+		win := r.Window()
 		if win.Elapsed < w.Duration {
 			if n >= maxBurst {
 				return out, fmt.Errorf("loadgen: a burst of %d requests lasted %v, shorter than the window's %v", n, win.Elapsed, w.Duration)
