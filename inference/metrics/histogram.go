@@ -1,5 +1,5 @@
 // Package metrics measures what a benchmark run reports: latency distributions,
-// per-stage time and process CPU utilisation.
+// per-stage time, process CPU utilisation and peak resident memory.
 //
 // A measurement goes through three steps:
 //
@@ -11,7 +11,8 @@
 //
 // A CPUSampler implements backend.Sampler for back-ends without a device
 // sampler of their own: it reports the process's CPU time as a share of wall
-// time times runtime.NumCPU().
+// time times runtime.NumCPU(). ResetPeakRSS and PeakRSS measure the process's
+// peak resident set size over an interval (Linux).
 package metrics
 
 import (
