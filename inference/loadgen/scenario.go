@@ -139,5 +139,6 @@ func (s Scenario) Judge(w *Window, samples int, bound Bound) Outcome {
 
 // Window returns r as one window: from its first send to its last response.
 func (r *Result) Window() Window {
-	return Window{Start: r.FirstSend, End: r.LastDone, Elapsed: r.Elapsed(), Completed: r.Completed, Failed: r.Failed, Latency: r.Latency}
+	return Window{Start: r.FirstSend, End: r.LastDone, Elapsed: r.Elapsed(), Completed: r.Completed, Failed: r.Failed,
+		Sent: r.Sent, Late: r.Late, Latency: r.Latency}
 }

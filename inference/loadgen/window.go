@@ -58,6 +58,9 @@ type Window struct {
 	Elapsed   time.Duration
 	Completed int // responses without error
 	Failed    int // responses with an error, and failed sends (Burst)
+	// Sent is the requests sent during the window and Late those of them sent
+	// more than Spec.LateAfter behind schedule (Open).
+	Sent, Late int
 	// Latency holds the latency of every completed response, from its
 	// request's intended send time.
 	Latency metrics.Histogram
@@ -85,6 +88,8 @@ func MergeWindows(ws []Window) Window {
 		m.Elapsed += w.Elapsed
 		m.Completed += w.Completed
 		m.Failed += w.Failed
+		m.Sent += w.Sent
+		m.Late += w.Late
 		m.Latency.Merge(&w.Latency)
 	}
 	return m
@@ -195,7 +200,7 @@ func RunWindows(ctx context.Context, t Target, s Spec, w WindowSpec) (Windowed, 
 	}
 	var out Windowed
 	g.mu.Lock()
-	g.win = &openWindow{start: time.Now()}
+	g.win = &openWindow{start: time.Now(), sent: g.sent, late: g.late}
 	g.mu.Unlock()
 	for {
 		if err = g.Next(); err != nil {
@@ -220,6 +225,7 @@ func RunWindows(ctx context.Context, t Target, s Spec, w WindowSpec) (Windowed, 
 // load). The Generator's mu guards it.
 type openWindow struct {
 	start             time.Time
+	sent, late        int // the Generator's counts when the window started
 	completed, failed int
 	latency           metrics.Histogram
 }
@@ -240,14 +246,16 @@ func (g *Generator) windowDone(w WindowSpec) bool {
 	return time.Since(g.win.start) >= w.Duration && g.win.completed >= w.Requests
 }
 
-// cutWindow ends the window in progress now and starts the next.
+// cutWindow ends the window in progress now and starts the next. It is
+// called from the goroutine that calls Next, which owns g.sent and g.late.
 func (g *Generator) cutWindow() Window {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
 	o := g.win
-	g.win = &openWindow{start: now}
-	return Window{Start: o.start, End: now, Elapsed: now.Sub(o.start), Completed: o.completed, Failed: o.failed, Latency: o.latency}
+	g.win = &openWindow{start: now, sent: g.sent, late: g.late}
+	return Window{Start: o.start, End: now, Elapsed: now.Sub(o.start), Completed: o.completed, Failed: o.failed,
+		Sent: g.sent - o.sent, Late: g.late - o.late, Latency: o.latency}
 }
 
 // burstWindows runs RunWindows for Burst load: one burst per window.
