@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/loadgen"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/nop"
@@ -23,192 +20,80 @@ import (
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
-// The benchmark matrix. Each flag takes a comma-separated list; BenchmarkServer
-// runs every combination as a key=value sub-benchmark.
-var (
-	flagBackends   = flag.String("backends", "auto", "back-ends: cpu, cuda; auto = cuda when a GPU is usable, else cpu")
-	flagBatches    = flag.String("batches", "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
-	flagWorkers    = flag.String("workers", "", "compute workers (default 1,2)")
-	flagPipelines  = flag.String("pipelines", "serial,overlap", "serial, overlap")
-	flagPrecisions = flag.String("precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
-	flagGraphs     = flag.String("graphs", "off", "CUDA graphs: on, off")
-	flagDevices    = flag.String("devices", "1", "GPUs to spread workers over (cuda)")
-	flagLoads      = flag.String("loads", "burst", "load: burst, closed, open")
-	flagConc       = flag.Int("concurrency", 0, "closed loop: requests outstanding (0 = 2 per worker)")
-	flagRate       = flag.Float64("rate", 100, "open loop: requests per second")
-	flagPoisson    = flag.Bool("poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
-	flagCheckpoint = flag.String("checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = seeded ResNet-18")
-	flagModel      = flag.String("model", "resnet18", "embedded model when there is no checkpoint: resnet18 or tiny")
-	flagSize       = flag.String("size", "250x250", "input HxW in pixels")
-	flagPinned     = flag.Bool("pinned-input", false, "set Config.PinnedInput: the suite's inputs come from AllocInput, so the cuda back-end needs no staging buffers (shorter warm-up)")
-	flagSeed       = flag.Uint64("seed", 1, "seed of the embedded model and of the inputs")
-	flagSLO        = flag.Duration("slo", 10*time.Millisecond, "capacity search: p99 latency objective")
-	flagTrial      = flag.Duration("trial", time.Second, "capacity search: length of each trial")
-	flagDelay      = flag.Duration("max-queue-delay", time.Millisecond, "capacity search with batching=on: MaxQueueDelay")
-	flagCurve      = flag.String("curve", "", "capacity search: append every trial (rate, p50, p99) to this CSV file")
-	flagTrace      = flag.String("timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
-)
-
-// Units tells benchstat and the regression gate which way is better.
-var units = []struct{ name, better string }{
-	{"samples/s", "higher"}, {"req/s", "higher"},
-	{"mean-latency-ns", "lower"}, {"std-latency-ns", "lower"}, {"min-latency-ns", "lower"}, {"max-latency-ns", "lower"},
-	{"p50-latency-ns", "lower"}, {"p90-latency-ns", "lower"}, {"p99-latency-ns", "lower"}, {"p999-latency-ns", "lower"},
-	{"warmup-ns", "lower"}, {"load-ns", "lower"}, {"setup-ns", "lower"}, {"first-ns", "lower"},
-	{"queue-ns", "lower"}, {"h2d-ns", "lower"}, {"compute-ns", "lower"}, {"d2h-ns", "lower"},
-	{"cpu-util-pct", "higher"}, {"gpu-util-pct", "higher"}, {"gpu-busy-pct", "higher"},
-	{"late-pct", "lower"}, {"mean-batch", "higher"},
-}
-
-// capacityUnit is the metric of BenchmarkCapacity for the current -slo.
-func capacityUnit() string {
-	return fmt.Sprintf("max-rate-p99-%v-req/s", *flagSLO)
-}
-
+// TestMain validates every flag before anything runs (an invalid one is
+// printed once, naming the flag and its rule, and exits 2), prints the config
+// and Unit lines when benchmarks run, and closes the export files at the end.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		printConfig()
-	}
-	os.Exit(m.Run())
-}
-
-// printConfig writes the config lines that keep results from different
-// machines apart. (Commit and date are left to scripts/sweep: lines that differ
-// between any two runs would split benchstat's before/after tables.)
-func printConfig() {
-	fmt.Printf("backend: %s\n", strings.Join(backends(), ","))
-	fmt.Printf("gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
-	for _, kv := range deviceConfig() {
-		fmt.Printf("%s: %s\n", kv.Key, kv.Value)
-	}
-	for _, u := range units {
-		fmt.Printf("Unit %s better=%s\n", u.name, u.better)
-	}
-	fmt.Printf("Unit %s better=higher\n", capacityUnit())
-}
-
-var gpu struct {
-	once sync.Once
-	kv   []backend.KV
-	err  error
-}
-
-// gpuAvailable reports whether the cuda back-end can run here.
-func gpuAvailable() error {
-	gpu.once.Do(func() { gpu.kv, gpu.err = inference.DescribeGPU() })
-	return gpu.err
-}
-
-// deviceConfig returns the GPU's config lines, or none.
-func deviceConfig() []backend.KV {
-	if gpuAvailable() != nil {
-		return nil
-	}
-	return gpu.kv
-}
-
-func list(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+	tf := testingFlags{bench: flagValue("test.bench"), benchtime: flagValue("test.benchtime")}
+	if f := flag.Lookup("test.count"); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			tf.count, _ = g.Get().(uint)
 		}
 	}
-	return out
-}
-
-func ints(tb testing.TB, s string) []int {
-	var out []int
-	for _, f := range list(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			tb.Fatalf("bad number %q in %q", f, s)
+	gpuCheck := gpuAvailable
+	if tf.bench == "" {
+		gpuCheck = nil // no benchmark will run: whether cuda could is moot
+	}
+	var err error
+	if suite, err = suiteFlagValues.validate(tf, gpuCheck); err != nil {
+		fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
+		os.Exit(2)
+	}
+	if tf.bench != "" {
+		if suite.flags.cold {
+			os.Setenv(algoCacheEnv, coldCache)
 		}
-		out = append(out, n)
+		if exports, err = openExports(suite); err != nil {
+			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
+			os.Exit(2)
+		}
+		suite.printConfig(os.Stdout, suite.deviceConfig())
 	}
-	return out
+	code := m.Run()
+	if exports != nil {
+		if err := exports.close(); err != nil {
+			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
+			code = max(code, 1)
+		}
+	}
+	os.Exit(code)
 }
 
-func backends() []string {
-	if *flagBackends != "auto" {
-		return list(*flagBackends)
+// flagValue returns the value of a registered flag, or "".
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
 	}
-	if gpuAvailable() == nil {
-		return []string{"cuda"}
-	}
-	return []string{"cpu"}
+	return ""
 }
 
-func orDefault(v, cpu, gpu, be string) string {
-	if v != "" {
-		return v
-	}
-	if be == "cuda" {
-		return gpu
-	}
-	return cpu
+// point is one server configuration of the matrix.
+type point struct {
+	be                 string
+	batch, workers     int
+	pipe, prec, graphs string
+	devices            int
 }
 
-func inputSize(tb testing.TB) (int, int) {
-	h, w, ok := strings.Cut(*flagSize, "x")
-	hh, err1 := strconv.Atoi(h)
-	ww, err2 := strconv.Atoi(w)
-	if !ok || err1 != nil || err2 != nil {
-		tb.Fatalf("bad -size %q, want HxW", *flagSize)
-	}
-	return hh, ww
+// name is the point's part of a sub-benchmark name.
+func (p point) name() string {
+	return fmt.Sprintf("backend=%s/batch=%d/workers=%d/pipeline=%s/precision=%s/graphs=%s/devices=%d",
+		p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
 }
 
-func benchModel(tb testing.TB) *resnet.Model {
-	if *flagCheckpoint != "" {
-		return nil // the server loads it, and times the load
-	}
-	arch := resnet.ResNet18()
-	if *flagModel == "tiny" {
-		arch = resnet.Tiny()
-	} else if *flagModel != "resnet18" {
-		tb.Fatalf("unknown -model %q (want resnet18 or tiny)", *flagModel)
-	}
-	m, err := resnet.New(arch, *flagSeed)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
-}
-
-// BenchmarkServer measures the server end to end: one b.N iteration is one
-// request of batch images sent under the chosen load; ns/op is wall time per
-// request including the final drain, so it is 1/(requests per second).
-func BenchmarkServer(b *testing.B) {
-	h, w := inputSize(b)
-	for _, be := range backends() {
-		for _, batch := range ints(b, orDefault(*flagBatches, "1,8", "1,32,256", be)) {
-			for _, workers := range ints(b, orDefault(*flagWorkers, "1,2", "1,2", be)) {
-				for _, pipe := range list(*flagPipelines) {
-					for _, prec := range list(orDefault(*flagPrecisions, "fp32", "fp32,tf32", be)) {
-						for _, graphs := range list(*flagGraphs) {
-							for _, devices := range ints(b, *flagDevices) {
-								for _, load := range list(*flagLoads) {
-									name := fmt.Sprintf("backend=%s/batch=%d/workers=%d/pipeline=%s/precision=%s/graphs=%s/devices=%d/load=%s",
-										be, batch, workers, pipe, prec, graphs, devices, load)
-									b.Run(name, func(b *testing.B) {
-										cfg := serverConfig(b, be, batch, workers, pipe, prec, graphs, devices, h, w)
-										if *flagTrace != "" {
-											cfg.Trace = trace.New()
-										}
-										s := serverFor(b, name, cfg)
-										benchServer(b, s, batch, load)
-										if t := s.Config().Trace; t != nil {
-											if err := t.WriteFile(traceFile(name)); err != nil {
-												b.Fatal(err)
-											}
-										}
-									})
-									if s, ok := servers.LoadAndDelete(name); ok {
-										s.(*inference.Server).Close()
-									}
-								}
+// points returns every configuration of the matrix, batches(be) giving the
+// batch sizes of back-end be.
+func (c *suiteConfig) points(batches func(be string) []int) []point {
+	var out []point
+	for _, be := range c.backends {
+		for _, batch := range batches(be) {
+			for _, workers := range c.workerCounts() {
+				for _, pipe := range c.pipelines {
+					for _, prec := range c.precisionsFor(be) {
+						for _, graphs := range c.graphs {
+							for _, devices := range c.devices {
+								out = append(out, point{be, batch, workers, pipe, prec, graphs, devices})
 							}
 						}
 					}
@@ -216,169 +101,175 @@ func BenchmarkServer(b *testing.B) {
 			}
 		}
 	}
+	return out
 }
 
-func serverConfig(b *testing.B, be string, batch, workers int, pipe, prec, graphs string, devices, h, w int) inference.Config {
-	p, err := backend.ParsePipeline(pipe)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pr, err := backend.ParsePrecision(prec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if graphs != "on" && graphs != "off" {
-		b.Fatalf("bad graphs value %q, want on or off", graphs)
-	}
-	devs := make([]int, devices)
-	for i := range devs {
-		devs[i] = i
-	}
-	return inference.Config{
-		Device: be, Model: benchModel(b), Checkpoint: *flagCheckpoint,
-		Height: h, Width: w, MaxBatch: batch, Batches: []int{batch},
-		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
-		MaxQueue: 4096, PinnedInput: *flagPinned,
-	}
+// loadPoint is one load of the matrix: its part of the name and its spec.
+type loadPoint struct {
+	suffix string
+	spec   loadgen.Spec
 }
 
-// traceFile is where the -trace of the sub-benchmark name goes.
-func traceFile(name string) string {
-	return strings.ReplaceAll(*flagTrace, "{name}", strings.NewReplacer("/", "_", "=", "-").Replace(name))
-}
-
-// servers keeps one server per configuration across the b.N ramp-up calls of
-// a sub-benchmark, so each is built (and its warm-up measured) once.
-var servers sync.Map
-
-func serverFor(b *testing.B, key string, cfg inference.Config) *inference.Server {
-	if s, ok := servers.Load(key); ok {
-		return s.(*inference.Server)
-	}
-	s, err := inference.New(cfg)
-	if err != nil {
-		if gpuAvailable() != nil && cfg.Device == "cuda" {
-			b.Skipf("cuda back-end: %v", err)
+// loadPoints returns the loads of mode m for a server of workers workers:
+// one per -concurrency value (closed) or -rate value (open), named by it.
+func (c *suiteConfig) loadPoints(m loadgen.Mode, workers int) []loadPoint {
+	switch m {
+	case loadgen.Closed:
+		var out []loadPoint
+		for _, n := range c.concurrencyFor(workers) {
+			out = append(out, loadPoint{fmt.Sprintf("/concurrency=%d", n), loadgen.Spec{Mode: m, Concurrency: n}})
 		}
-		b.Fatal(err)
+		return out
+	case loadgen.Open:
+		var out []loadPoint
+		for _, r := range c.rates {
+			out = append(out, loadPoint{"/rate=" + formatRate(r), loadgen.Spec{Mode: m, Rate: r, Poisson: c.flags.poisson, Seed: c.flags.seed}})
+		}
+		return out
 	}
-	servers.Store(key, s)
-	printInfo(s.Info().Config)
-	return s
+	return []loadPoint{{"", loadgen.Spec{Mode: m}}}
 }
 
-// printed holds the back-end config lines already printed.
-var printed sync.Map
-
-// printInfo prints a back-end's config lines the first time each value is seen
-// (config lines apply to the benchmark lines after them).
-func printInfo(kvs []backend.KV) {
-	for _, kv := range kvs {
-		if old, ok := printed.Swap(kv.Key, kv.Value); !ok || old != kv.Value {
-			fmt.Printf("%s: %s\n", kv.Key, kv.Value)
+// BenchmarkServer measures the server end to end. Without -window, one b.N
+// iteration is one request of batch images under the chosen load, and ns/op
+// is the wall time per request including the final drain (1 / req/s); with
+// -window (and -benchtime 1x) the windows decide the requests, and every
+// figure covers the last three windows.
+func BenchmarkServer(b *testing.B) {
+	for _, p := range suite.points(suite.batchesFor) {
+		for _, load := range suite.loads {
+			for _, lp := range suite.loadPoints(load, p.workers) {
+				name := p.name() + "/load=" + load.String() + lp.suffix
+				cfg, err := suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sb := subBenchFor(b.Name()+"/"+name, cfg)
+				b.Run(name, func(b *testing.B) { runServer(b, sb, p.batch, lp.spec, nil) })
+				sb.finish()
+			}
 		}
 	}
 }
 
-func benchServer(b *testing.B, s *inference.Server, batch int, load string) {
-	mode, err := loadgen.ParseMode(load)
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec := loadgen.Spec{Mode: mode, Warmup: mode == loadgen.Burst, Rate: *flagRate, Poisson: *flagPoisson, Seed: *flagSeed}
-	if mode == loadgen.Closed {
-		spec.Concurrency = *flagConc
-		if spec.Concurrency == 0 {
-			spec.Concurrency = 2 * s.Config().Workers
-		}
-	}
+// runServer measures one call of a sub-benchmark on its run's server and
+// reports the figures; extra, if set, adds figures of its own.
+func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra func(*measurement) []figure) {
+	s := sb.server(b)
 	in, err := s.AllocInput(batch)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.FreeInput(in)
-	rng := rand.New(rand.NewPCG(*flagSeed, 99))
+	rng := rand.New(rand.NewPCG(suite.flags.seed, 99))
 	for i := range in.Data {
 		in.Data[i] = float32(rng.NormFloat64())
 	}
-
-	ctx := context.Background()
-	if mode != loadgen.Burst {
-		// One request outside the measurement, as burst does.
-		if _, err := s.Infer(ctx, in); err != nil {
-			b.Fatal(err)
-		}
+	var log *requestLog
+	if exports != nil && exports.reqs != nil {
+		log = &requestLog{}
 	}
-	s.ResetStats()
-	if t := s.Config().Trace; t != nil {
-		t.Reset()
-	}
-	before := s.Stats()
-	sampler := s.Sampler()
-	if sampler != nil {
-		if err := sampler.Start(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	gen, err := loadgen.Start(ctx, s.Target(in), spec)
+	m, err := measure(context.Background(), s, in, runSpec{batch: batch, load: spec, n: b.N, window: suite.window, log: log,
+		start: b.ResetTimer, stop: b.StopTimer})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := gen.Next(); err != nil {
+	if m.whole.Failed > 0 {
+		b.Fatalf("%d of %d requests failed: %v", m.whole.Failed, m.whole.Sent, m.whole.Errs)
+	}
+	figs := figures(&m, s.Warmup(), sb.peakRSS())
+	if extra != nil {
+		figs = append(figs, extra(&m)...)
+	}
+	for _, f := range figs {
+		b.ReportMetric(f.value, f.unit)
+	}
+	run := &exportRun{name: b.Name(), figs: figs, n: m.final.Completed}
+	if log != nil {
+		run.reqs = log.recs
+	}
+	sb.last = run
+	if t := s.Config().Trace; t != nil {
+		if err := t.WriteFile(traceFile(b.Name())); err != nil {
 			b.Fatal(err)
 		}
 	}
-	res := gen.Finish()
-	b.StopTimer()
-	var util backend.Utilization
-	if sampler != nil {
-		if util, err = sampler.Stop(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if res.Failed > 0 {
-		b.Fatalf("%d of %d requests failed: %v", res.Failed, res.Sent, res.Errs)
-	}
-	report(b, s, &res, batch, mode, util, before, s.Stats())
 }
 
-func report(b *testing.B, s *inference.Server, res *loadgen.Result, batch int, mode loadgen.Mode, util backend.Utilization, before, after inference.Stats) {
-	lat := res.Latency.Summary()
-	b.ReportMetric(res.Throughput(batch), "samples/s")
-	b.ReportMetric(res.Throughput(1), "req/s")
-	for _, m := range []struct {
-		d    time.Duration
-		unit string
-	}{
-		{lat.Mean, "mean-latency-ns"}, {lat.Std, "std-latency-ns"}, {lat.Min, "min-latency-ns"}, {lat.Max, "max-latency-ns"},
-		{lat.P50, "p50-latency-ns"}, {lat.P90, "p90-latency-ns"}, {lat.P99, "p99-latency-ns"}, {lat.P999, "p999-latency-ns"},
-	} {
-		b.ReportMetric(float64(m.d), m.unit)
+// traceFile is where the -timeline of the benchmark called name goes.
+func traceFile(name string) string {
+	_, sub, _ := strings.Cut(name, "/")
+	return strings.ReplaceAll(suite.flags.timeline, "{name}", strings.NewReplacer("/", "_", "=", "-").Replace(sub))
+}
+
+// named reports whether the -bench pattern names benchmark word, for the
+// benchmarks that run only when asked for.
+func named(word string) bool { return strings.Contains(flagValue("test.bench"), word) }
+
+// BenchmarkScenario runs MLPerf LoadGen's scenarios (-scenarios) over the
+// server matrix: SingleStream (one 1-image query at a time; p90 latency),
+// MultiStream (one 8-image query at a time; p99 latency), Server (1-image
+// queries with Poisson arrivals at each -rate; VALID when the -slo percentile
+// latency is within its bound), Offline (all queries at once, -batches images
+// each; samples/s). It runs only when named: -bench Scenario.
+func BenchmarkScenario(b *testing.B) {
+	if !named("Scenario") {
+		b.Skip("scenarios run only when named (-bench Scenario)")
 	}
-	w := s.Warmup()
-	b.ReportMetric(float64(w.Total()), "warmup-ns")
-	b.ReportMetric(float64(w.Load), "load-ns")
-	b.ReportMetric(float64(w.Setup), "setup-ns")
-	b.ReportMetric(float64(w.First), "first-ns")
-	st := after.Recorded.Stages
-	b.ReportMetric(float64(st[metrics.Queue].Mean), "queue-ns")
-	b.ReportMetric(float64(st[metrics.CopyIn].Mean), "h2d-ns")
-	b.ReportMetric(float64(st[metrics.Compute].Mean), "compute-ns")
-	b.ReportMetric(float64(st[metrics.CopyOut].Mean), "d2h-ns")
-	if util.Name != "" {
-		b.ReportMetric(util.Percent, util.Name)
+	for _, sc := range suite.scenarios {
+		batches := func(be string) []int {
+			if n := sc.Samples(); n > 0 {
+				return []int{n}
+			}
+			return suite.batchesFor(be)
+		}
+		rates := []float64{0}
+		if sc == loadgen.Server {
+			rates = suite.rates
+		}
+		for _, p := range suite.points(batches) {
+			for _, r := range rates {
+				name := "scenario=" + sc.String() + "/" + p.name()
+				if sc == loadgen.Server {
+					name += "/rate=" + formatRate(r)
+				}
+				cfg, err := suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sb := subBenchFor(b.Name()+"/"+name, cfg)
+				b.Run(name, func(b *testing.B) {
+					runServer(b, sb, p.batch, sc.Load(r, suite.flags.seed), func(m *measurement) []figure {
+						o := sc.Judge(&m.final, p.batch, suite.slo)
+						if b.N > 1 || flagValue("test.benchtime") == "1x" {
+							b.Log(describeOutcome(o, r, suite.slo))
+						}
+						if !o.Judged {
+							return nil
+						}
+						valid := 0.0
+						if o.Valid {
+							valid = 1
+						}
+						return []figure{{"valid", valid}}
+					})
+				})
+				sb.finish()
+			}
+		}
 	}
-	if util.HasBusy {
-		b.ReportMetric(util.Busy, "gpu-busy-pct")
+}
+
+// describeOutcome states a scenario's result as LoadGen's summary does.
+func describeOutcome(o loadgen.Outcome, rate float64, slo loadgen.Bound) string {
+	switch o.Scenario {
+	case loadgen.Offline:
+		return fmt.Sprintf("Offline: %.1f samples/s", o.Throughput)
+	case loadgen.Server:
+		return fmt.Sprintf("Server at %s queries/s: %s latency %v (bound %v): %s",
+			formatRate(rate), percentileName(o.Quantile), o.Latency, slo.Latency, o.Verdict())
 	}
-	if mode == loadgen.Open {
-		b.ReportMetric(100*res.LateShare(), "late-pct")
-	}
-	if n := after.Batches - before.Batches; n > 0 {
-		b.ReportMetric(float64(after.Items-before.Items)/float64(n), "mean-batch")
-	}
+	return fmt.Sprintf("%s: %s latency %v", o.Scenario, percentileName(o.Quantile), o.Latency)
 }
 
 // BenchmarkServerOverhead measures what the server itself costs per request:
@@ -461,71 +352,83 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
 }
 
-// BenchmarkCapacity searches for the highest rate of batch-1 requests (open
-// loop, Poisson arrivals) whose p99 latency stays within -slo, with and
-// without dynamic batching, on the overlap pipeline with the first of
-// -precisions and -graphs. One iteration is one whole search: run it with
-// -benchtime 1x and repeat with -count.
+// BenchmarkCapacity searches for the highest rate of requests (open loop,
+// Poisson arrivals, -batches images each, 1 by default) whose -slo percentile
+// latency stays within its bound, with and without dynamic batching, on the
+// overlap pipeline with the first of -precisions and -graphs. One iteration is
+// one whole search: run it with -benchtime 1x and repeat with -count. It runs
+// only when named: -bench Capacity.
 func BenchmarkCapacity(b *testing.B) {
-	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "Capacity") {
+	if !named("Capacity") {
 		b.Skip("a capacity search takes tens of seconds per configuration: name it to run it (-bench Capacity -benchtime 1x)")
 	}
-	h, w := inputSize(b)
-	for _, be := range backends() {
-		for _, workers := range ints(b, orDefault(*flagWorkers, "1,2", "1,2", be)) {
-			for _, batching := range []string{"off", "on"} {
-				name := fmt.Sprintf("backend=%s/workers=%d/batching=%s", be, workers, batching)
-				b.Run(name, func(b *testing.B) {
-					prec := list(orDefault(*flagPrecisions, "fp32", "fp32", be))[0]
-					cfg := serverConfig(b, be, 1, workers, "overlap", prec, list(*flagGraphs)[0], 1, h, w)
-					if batching == "on" {
-						// Prepared sizes in powers of two: a merged batch runs padded
-						// to at most twice its size, never planned on the request path.
-						cfg.MaxBatch, cfg.Batches = 64, []int{1, 2, 4, 8, 16, 32, 64}
-						cfg.MaxQueueDelay = *flagDelay
-					}
-					s := serverFor(b, name, cfg)
-					in, err := s.AllocInput(1)
+	batches := suite.batches
+	if batches == nil {
+		batches = []int{1}
+	}
+	for _, be := range suite.backends {
+		for _, batch := range batches {
+			for _, workers := range suite.workerCounts() {
+				for _, batching := range []string{"off", "on"} {
+					name := fmt.Sprintf("backend=%s/batch=%d/workers=%d/batching=%s", be, batch, workers, batching)
+					cfg, err := suite.serverConfig(be, batch, workers, "overlap", suite.precisionsFor(be)[0], suite.graphs[0], 1)
 					if err != nil {
 						b.Fatal(err)
 					}
-					defer s.FreeInput(in)
-					var rates []float64
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						c, err := loadgen.SearchCapacity(context.Background(), s.Target(in), loadgen.CapacitySpec{SLO: *flagSLO, Trial: *flagTrial, Seed: *flagSeed + uint64(i)})
-						if err != nil {
-							b.Fatal(err)
-						}
-						rates = append(rates, c.Rate)
-						writeCurve(b, name, c)
+					if batching == "on" {
+						cfg.MaxBatch, cfg.Batches = batchingSizes(batch)
+						cfg.MaxQueueDelay = suite.flags.delay
 					}
-					b.StopTimer()
-					var sum float64
-					for _, r := range rates {
-						sum += r
-					}
-					b.ReportMetric(sum/float64(len(rates)), capacityUnit())
-				})
-				if s, ok := servers.LoadAndDelete(name); ok {
-					s.(*inference.Server).Close()
+					sb := subBenchFor(b.Name()+"/"+name, cfg)
+					b.Run(name, func(b *testing.B) { runCapacity(b, sb, batch) })
+					sb.finish()
 				}
 			}
 		}
 	}
 }
 
-// writeCurve appends the trials of one search to the -curve file.
-func writeCurve(b *testing.B, name string, c loadgen.Capacity) {
-	if *flagCurve == "" {
-		return
+// batchingSizes returns MaxBatch and the prepared batch sizes of a
+// capacity search with dynamic batching of batch-image requests: merged
+// batches of up to max(64, 8*batch) images (at most 1024), prepared at batch
+// times powers of two, so a merged batch runs padded to at most twice its
+// size and is never planned on the request path.
+func batchingSizes(batch int) (int, []int) {
+	maxBatch := min(1024, max(64, 8*batch))
+	var sizes []int
+	for n := batch; n <= maxBatch; n *= 2 {
+		sizes = append(sizes, n)
 	}
-	f, err := os.OpenFile(*flagCurve, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	return maxBatch, sizes
+}
+
+// runCapacity runs b.N capacity searches and reports their mean.
+func runCapacity(b *testing.B, sb *subBench, batch int) {
+	s := sb.server(b)
+	in, err := s.AllocInput(batch)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	for _, t := range c.Trials {
-		fmt.Fprintf(f, "%s,%.1f,%d,%d,%d,%d,%t\n", name, t.Rate, t.Sent, t.Late, t.P50.Nanoseconds(), t.Quantile.Nanoseconds(), t.OK)
+	defer s.FreeInput(in)
+	t := serverTarget{s: s, in: in}
+	if err := warmUp(context.Background(), t); err != nil {
+		b.Fatal(err)
 	}
+	run := &exportRun{name: b.Name(), slo: percentileName(suite.slo.Quantile) + "=" + suite.slo.Latency.String()}
+	var sum float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := loadgen.SearchCapacity(context.Background(), t, loadgen.CapacitySpec{
+			SLO: suite.slo.Latency, Quantile: suite.slo.Quantile, Trial: suite.flags.trial, Seed: suite.flags.seed + uint64(i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += c.Rate
+		run.trials = append(run.trials, c.Trials)
+	}
+	b.StopTimer()
+	mean := sum / float64(b.N)
+	b.ReportMetric(mean, suite.capacityUnit())
+	run.figs = []figure{{"max-rate-req/s", mean}}
+	sb.last = run
 }

@@ -1,0 +1,130 @@
+package inferbench_test
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+)
+
+// The units the suite reports, with the direction that is better, printed as
+// "Unit NAME better=..." lines for benchstat and the regression gate. The
+// README's units table says what each measures.
+var units = []struct{ name, better string }{
+	{"samples/s", "higher"}, {"req/s", "higher"},
+	{"mean-latency-ns", "lower"}, {"std-latency-ns", "lower"}, {"min-latency-ns", "lower"}, {"max-latency-ns", "lower"},
+	{"p50-latency-ns", "lower"}, {"p90-latency-ns", "lower"}, {"p99-latency-ns", "lower"}, {"p999-latency-ns", "lower"},
+	{"warmup-ns", "lower"}, {"load-ns", "lower"}, {"setup-ns", "lower"}, {"first-ns", "lower"},
+	{"queue-ns", "lower"}, {"h2d-ns", "lower"}, {"compute-ns", "lower"}, {"d2h-ns", "lower"},
+	{"cpu-util-pct", "higher"}, {"gpu-util-pct", "higher"}, {"gpu-util-samples", "higher"}, {"gpu-busy-pct", "higher"},
+	{"late-pct", "lower"}, {"mean-batch", "higher"}, {"peak-rss-MB", "lower"},
+	{"windows", "lower"}, {"stable", "higher"}, {"valid", "higher"},
+}
+
+// configLines returns the suite's own config lines: every setting that
+// changes a number and is not a dimension of the benchmark names. Lines that
+// differ make benchstat and the gate keep results apart.
+func (c *suiteConfig) configLines() []backend.KV {
+	f := c.flags
+	return []backend.KV{
+		{Key: "backend", Value: strings.Join(c.backends, ",")},
+		{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
+		{Key: "model", Value: c.model},
+		{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
+		{Key: "checkpoint", Value: c.checkpoint},
+		{Key: "seed", Value: strconv.FormatUint(f.seed, 10)},
+		{Key: "pinned-input", Value: strconv.FormatBool(f.pinned)},
+		{Key: "poisson", Value: strconv.FormatBool(f.poisson)},
+		{Key: "window", Value: c.windowLine()},
+		{Key: "cold-start", Value: strconv.FormatBool(f.cold)},
+	}
+}
+
+// windowLine describes the measurement windows: "off", or their minimum
+// length and responses, the stability rule and the most windows.
+func (c *suiteConfig) windowLine() string {
+	w := c.window
+	if w == nil {
+		return "off"
+	}
+	return fmt.Sprintf("%v requests=%d stability=%v%% compare=throughput,p50 max=%d",
+		w.Duration, w.Requests, strconv.FormatFloat(w.Stability, 'f', -1, 64), w.MaxWindows)
+}
+
+// printConfig writes the config lines and Unit lines that head the output, so
+// results of different machines and settings never mix silently. (Commit and
+// date are left to scripts/sweep: lines that differ between any two runs
+// would split benchstat's before/after tables.)
+func (c *suiteConfig) printConfig(w io.Writer, device []backend.KV) {
+	for _, kv := range append(c.configLines(), device...) {
+		fmt.Fprintf(w, "%s: %s\n", kv.Key, kv.Value)
+	}
+	for _, u := range units {
+		fmt.Fprintf(w, "Unit %s better=%s\n", u.name, u.better)
+	}
+	fmt.Fprintf(w, "Unit %s better=higher\n", c.capacityUnit())
+}
+
+var gpu struct {
+	once sync.Once
+	kv   []backend.KV
+	err  error
+}
+
+// gpuAvailable reports whether the cuda back-end can run here, or why not.
+func gpuAvailable() error {
+	gpu.once.Do(func() { gpu.kv, gpu.err = inference.DescribeGPU() })
+	return gpu.err
+}
+
+// deviceConfig returns the GPU's config lines when the suite uses the cuda
+// back-end.
+func (c *suiteConfig) deviceConfig() []backend.KV {
+	for _, be := range c.backends {
+		if be == "cuda" && gpuAvailable() == nil {
+			return gpu.kv
+		}
+	}
+	return nil
+}
+
+// infoLines tracks the back-end config lines printed so far: a line applies
+// to the benchmark results after it, so a line is printed again only when its
+// value changes.
+type infoLines struct {
+	mu      sync.Mutex
+	printed map[string]string
+}
+
+// print writes the lines of kvs whose value is new.
+func (l *infoLines) print(w io.Writer, kvs []backend.KV) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.printed == nil {
+		l.printed = map[string]string{}
+	}
+	for _, kv := range kvs {
+		if old, ok := l.printed[kv.Key]; !ok || old != kv.Value {
+			fmt.Fprintf(w, "%s: %s\n", kv.Key, kv.Value)
+			l.printed[kv.Key] = kv.Value
+		}
+	}
+}
+
+// changed returns the first line of kvs whose value differs from the one in
+// force, or ok false when all agree.
+func (l *infoLines) changed(kvs []backend.KV) (line string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, kv := range kvs {
+		if old, seen := l.printed[kv.Key]; !seen || old != kv.Value {
+			return fmt.Sprintf("%s: %s (in force: %q)", kv.Key, kv.Value, old), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,522 @@
+package inferbench_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inferbench/inferbench/inference/checkpoint"
+	"github.com/inferbench/inferbench/inference/loadgen"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// suiteFlags are the suite's command-line flags as given. Lists are
+// comma-separated; -concurrency and -rate also take start:stop:step ranges.
+type suiteFlags struct {
+	backends, batches, workers, pipelines, precisions, graphs, devices, loads string
+	concurrency, rate                                                         string
+	poisson                                                                   bool
+	checkpoint, model, size                                                   string
+	pinned, cold                                                              bool
+	seed                                                                      uint64
+	slo                                                                       string
+	trial, delay                                                              time.Duration
+	curve, timeline, csv, requests                                            string
+	window                                                                    time.Duration
+	windowRequests, maxWindows                                                int
+	stability                                                                 float64
+	scenarios                                                                 string
+
+	fs *flag.FlagSet // where they were registered
+}
+
+// register defines the flags on fs.
+func (f *suiteFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
+	fs.StringVar(&f.backends, "backends", "auto", "back-ends: cpu, cuda; auto = cuda when a GPU is usable, else cpu")
+	fs.StringVar(&f.batches, "batches", "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
+	fs.StringVar(&f.workers, "workers", "", "compute workers (default 1,2)")
+	fs.StringVar(&f.pipelines, "pipelines", "serial,overlap", "serial, overlap")
+	fs.StringVar(&f.precisions, "precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
+	fs.StringVar(&f.graphs, "graphs", "off", "CUDA graphs: on, off")
+	fs.StringVar(&f.devices, "devices", "1", "GPUs to spread workers over (cuda)")
+	fs.StringVar(&f.loads, "loads", "burst", "load: burst, closed, open")
+	fs.StringVar(&f.concurrency, "concurrency", "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
+	fs.StringVar(&f.rate, "rate", "100", "open loop and the Server scenario: requests per second, a list or start:stop:step range such as 1000:20000:1000")
+	fs.BoolVar(&f.poisson, "poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = the seeded -model")
+	fs.StringVar(&f.model, "model", "resnet18", "seeded model when there is no checkpoint: resnet18 or tiny")
+	fs.StringVar(&f.size, "size", "250x250", "input HxW in pixels")
+	fs.BoolVar(&f.pinned, "pinned-input", false, "set Config.PinnedInput: the suite's inputs come from AllocInput, so the cuda back-end needs no staging buffers (shorter warm-up)")
+	fs.BoolVar(&f.cold, "cold", false, "start every server with an empty algorithm cache (cuda), so every -count run measures a cold warm-up")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the model, the inputs and the Poisson arrivals")
+	fs.StringVar(&f.slo, "slo", "p99=10ms", "latency objective PERCENTILE=DURATION (p99=10ms, p90=5ms; a bare duration means p99): the capacity search's, and the Server scenario's bound")
+	fs.DurationVar(&f.trial, "trial", time.Second, "capacity search: length of each trial")
+	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "capacity search with batching=on: MaxQueueDelay")
+	fs.StringVar(&f.curve, "curve", "", "capacity search: append every trial (rate, sent, failed, late, p50, the -slo percentile, ok) to this CSV file")
+	fs.StringVar(&f.timeline, "timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
+	fs.StringVar(&f.csv, "csv", "", "append one row per measured configuration and -count run (every dimension, config setting and figure) to this CSV file")
+	fs.StringVar(&f.requests, "requests", "", "append one row per measured request (send, admit, start and done times, stage times) to this CSV file")
+	fs.DurationVar(&f.window, "window", 0, "measure in windows of at least this long until the last three agree (0 = off; needs -benchtime 1x)")
+	fs.IntVar(&f.windowRequests, "window-requests", 50, "windows: responses each window holds at least")
+	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
+	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
+	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
+}
+
+// testingFlags are the testing package's flags the suite depends on.
+type testingFlags struct {
+	bench, benchtime string
+	count            uint
+}
+
+// suiteConfig is the validated setting of one test binary run.
+type suiteConfig struct {
+	flags *suiteFlags
+
+	backends   []string // "auto" resolved
+	batches    []int    // nil: per back-end default
+	workers    []int    // nil: 1,2
+	pipelines  []string
+	precisions []string // nil: per back-end default
+	graphs     []string
+	devices    []int
+	loads      []loadgen.Mode
+	conc       []int // nil: 2 per worker
+	rates      []float64
+	scenarios  []loadgen.Scenario
+
+	arch       resnet.Arch // the seeded model, or the checkpoint's
+	model      string      // its name for the model: line
+	checkpoint string      // the checkpoint: line ("none" or NAME sha256:HEX)
+	h, w       int
+	slo        loadgen.Bound
+	window     *loadgen.WindowSpec // nil: windows off
+	count      uint                // -test.count
+}
+
+// flagError is an invalid flag value: the flag, its value and the rule.
+type flagError struct {
+	name, value, rule string
+}
+
+func (e *flagError) Error() string { return fmt.Sprintf("-%s %q: %s", e.name, e.value, e.rule) }
+
+func badFlag(name, value, format string, args ...any) error {
+	return &flagError{name: name, value: value, rule: fmt.Sprintf(format, args...)}
+}
+
+// validate checks every flag and returns the setting, or the first invalid
+// flag with its rule. gpu says whether the cuda back-end can run here (nil)
+// or why not; a nil gpu means no benchmark will run: -backends is only
+// checked for its spelling and auto means cpu.
+func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, error) {
+	c := &suiteConfig{flags: f, count: tf.count}
+	var err error
+	if c.backends, err = resolveBackends(f.backends, gpu); err != nil {
+		return nil, err
+	}
+	if c.batches, err = positiveInts("batches", f.batches, "images per request"); err != nil {
+		return nil, err
+	}
+	if c.workers, err = positiveInts("workers", f.workers, "workers"); err != nil {
+		return nil, err
+	}
+	if c.devices, err = positiveInts("devices", f.devices, "devices"); err != nil {
+		return nil, err
+	}
+	if len(c.devices) == 0 {
+		return nil, badFlag("devices", f.devices, "give at least one device count")
+	}
+	if c.pipelines, err = oneOf("pipelines", f.pipelines, "serial", "overlap"); err != nil {
+		return nil, err
+	}
+	if c.precisions, err = oneOf("precisions", f.precisions, "fp32", "tf32", "fp16"); err != nil {
+		return nil, err
+	}
+	if c.graphs, err = oneOf("graphs", f.graphs, "on", "off"); err != nil {
+		return nil, err
+	}
+	if len(c.pipelines) == 0 || len(c.graphs) == 0 {
+		return nil, errors.New("-pipelines and -graphs need at least one value each")
+	}
+	loads, err := oneOf("loads", f.loads, "burst", "closed", "open")
+	if err != nil {
+		return nil, err
+	}
+	if len(loads) == 0 {
+		return nil, badFlag("loads", f.loads, "give at least one of burst, closed, open")
+	}
+	for _, l := range loads {
+		m, _ := loadgen.ParseMode(l)
+		c.loads = append(c.loads, m)
+	}
+	if c.conc, err = concurrencies(f.concurrency); err != nil {
+		return nil, err
+	}
+	if c.rates, err = rates(f.rate); err != nil {
+		return nil, err
+	}
+	if f.seed == 0 {
+		return nil, badFlag("seed", "0", "the seed must be at least 1 (0 means the default seed to inference.Config)")
+	}
+	if err := c.setModel(f); err != nil {
+		return nil, err
+	}
+	if c.h, c.w, err = inputSize(f.size); err != nil {
+		return nil, err
+	}
+	if c.slo, err = parseSLO(f.slo); err != nil {
+		return nil, err
+	}
+	if f.trial <= 0 {
+		return nil, badFlag("trial", f.trial.String(), "a capacity trial must last a positive time")
+	}
+	if f.delay <= 0 {
+		return nil, badFlag("max-queue-delay", f.delay.String(), "batching=on needs a positive MaxQueueDelay")
+	}
+	if c.window, err = windowSpec(f, tf); err != nil {
+		return nil, err
+	}
+	names, err := oneOf("scenarios", f.scenarios, "SingleStream", "MultiStream", "Server", "Offline")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		s, _ := loadgen.ParseScenario(n)
+		c.scenarios = append(c.scenarios, s)
+	}
+	for _, out := range []struct{ name, path string }{{"curve", f.curve}, {"csv", f.csv}, {"requests", f.requests}, {"timeline", f.timeline}} {
+		if out.path == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Dir(out.path)); err != nil || !st.IsDir() {
+			return nil, badFlag(out.name, out.path, "the file's directory must exist")
+		}
+	}
+	return c, nil
+}
+
+// resolveBackends checks -backends and resolves auto.
+func resolveBackends(s string, gpu func() error) ([]string, error) {
+	if s == "auto" {
+		if gpu != nil && gpu() == nil {
+			return []string{"cuda"}, nil
+		}
+		return []string{"cpu"}, nil
+	}
+	names, err := oneOf("backends", s, "cpu", "cuda")
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, badFlag("backends", s, "give cpu, cuda or auto")
+	}
+	if slices.Contains(names, "cuda") && gpu != nil {
+		if err := gpu(); err != nil {
+			return nil, badFlag("backends", s, "the cuda back-end cannot run here: %v", err)
+		}
+	}
+	return names, nil
+}
+
+// list splits a comma-separated flag value, dropping empty items.
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// oneOf checks that every item of s is one of allowed.
+func oneOf(name, s string, allowed ...string) ([]string, error) {
+	items := list(s)
+	for _, it := range items {
+		if !slices.Contains(allowed, it) {
+			return nil, badFlag(name, s, "%q is not one of %s", it, strings.Join(allowed, ", "))
+		}
+	}
+	return items, nil
+}
+
+// positiveInts parses a list of integers of at least 1 (what names them in
+// the rule).
+func positiveInts(name, s, what string) ([]int, error) {
+	var out []int
+	for _, it := range list(s) {
+		n, err := strconv.Atoi(it)
+		if err != nil {
+			return nil, badFlag(name, s, "%q is not a whole number", it)
+		}
+		if n < 1 {
+			return nil, badFlag(name, s, "%s must be at least 1 (got %d)", what, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// maxRangeValues bounds the values one range flag expands to.
+const maxRangeValues = 1000
+
+// floatValues parses a comma-separated list whose items are numbers or
+// start:stop:step ranges (stop included when the steps land on it).
+func floatValues(name, s string) ([]float64, error) {
+	var out []float64
+	for _, it := range list(s) {
+		parts := strings.Split(it, ":")
+		nums := make([]float64, len(parts))
+		for i, p := range parts {
+			v, err := strconv.ParseFloat(p, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, badFlag(name, s, "%q is not a number or a start:stop:step range", it)
+			}
+			nums[i] = v
+		}
+		switch len(nums) {
+		case 1:
+			out = append(out, nums[0])
+		case 3:
+			start, stop, step := nums[0], nums[1], nums[2]
+			if !(step > 0) || stop < start {
+				return nil, badFlag(name, s, "range %q needs start <= stop and a positive step", it)
+			}
+			n := int(math.Floor((stop-start)/step+1e-9)) + 1
+			if n > maxRangeValues {
+				return nil, badFlag(name, s, "range %q has %d values (at most %d)", it, n, maxRangeValues)
+			}
+			for i := range n {
+				out = append(out, start+float64(i)*step)
+			}
+		default:
+			return nil, badFlag(name, s, "%q is not a number or a start:stop:step range", it)
+		}
+	}
+	return out, nil
+}
+
+// concurrencies parses -concurrency: whole numbers of at least 1, or nothing
+// (2 per worker).
+func concurrencies(s string) ([]int, error) {
+	vals, err := floatValues("concurrency", s)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, v := range vals {
+		if v != math.Trunc(v) || v < 1 {
+			return nil, badFlag("concurrency", s, "requests outstanding must be whole numbers of at least 1 (got %v; leave it empty for 2 per worker)", v)
+		}
+		out = append(out, int(v))
+	}
+	return out, nil
+}
+
+// rates parses -rate: positive requests per second.
+func rates(s string) ([]float64, error) {
+	vals, err := floatValues("rate", s)
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) == 0 {
+		return nil, badFlag("rate", s, "give at least one rate")
+	}
+	for _, v := range vals {
+		if !(v > 0) {
+			return nil, badFlag("rate", s, "requests per second must be positive (got %v)", v)
+		}
+	}
+	return vals, nil
+}
+
+// inputSize parses -size HxW.
+func inputSize(s string) (int, int, error) {
+	h, w, ok := strings.Cut(s, "x")
+	hh, err1 := strconv.Atoi(h)
+	ww, err2 := strconv.Atoi(w)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, badFlag("size", s, "want HxW in pixels, such as 250x250")
+	}
+	if err := resnet.CheckInput(hh, ww); err != nil {
+		return 0, 0, badFlag("size", s, "%v", err)
+	}
+	return hh, ww, nil
+}
+
+// parseSLO parses -slo: PERCENTILE=DURATION (p99=10ms) or a bare duration
+// (the 99th percentile).
+func parseSLO(s string) (loadgen.Bound, error) {
+	pct, dur, ok := strings.Cut(s, "=")
+	if !ok {
+		pct, dur = "p99", s
+	}
+	d, err := time.ParseDuration(dur)
+	if err != nil || d <= 0 {
+		return loadgen.Bound{}, badFlag("slo", s, "want PERCENTILE=DURATION such as p99=10ms, with a positive duration")
+	}
+	p, err := strconv.ParseFloat(strings.TrimPrefix(pct, "p"), 64)
+	if !strings.HasPrefix(pct, "p") || err != nil || !(p > 0 && p < 100) {
+		return loadgen.Bound{}, badFlag("slo", s, "the percentile must be p followed by a number between 0 and 100, such as p99 or p99.9")
+	}
+	return loadgen.Bound{Quantile: p / 100, Latency: d}, nil
+}
+
+// percentileName returns "p99", "p90", "p99.9" for a quantile.
+func percentileName(q float64) string {
+	return "p" + strconv.FormatFloat(q*100, 'f', -1, 64)
+}
+
+// windowSpec checks the window flags; nil when -window is 0.
+func windowSpec(f *suiteFlags, tf testingFlags) (*loadgen.WindowSpec, error) {
+	switch {
+	case f.window < 0:
+		return nil, badFlag("window", f.window.String(), "a window must last a positive time (0 turns windows off)")
+	case f.windowRequests < 1:
+		return nil, badFlag("window-requests", strconv.Itoa(f.windowRequests), "a window must hold at least 1 response")
+	case !(f.stability > 0):
+		return nil, badFlag("stability", strconv.FormatFloat(f.stability, 'g', -1, 64), "the stability percentage must be positive")
+	case f.maxWindows < 3:
+		return nil, badFlag("max-windows", strconv.Itoa(f.maxWindows), "at least 3 windows (stability compares the last three)")
+	case f.window == 0:
+		return nil, nil
+	case tf.bench != "" && tf.benchtime != "1x":
+		return nil, badFlag("window", f.window.String(), "windows decide how many requests to send: run with -benchtime 1x (got -benchtime %s)", tf.benchtime)
+	}
+	return &loadgen.WindowSpec{Duration: f.window, Requests: f.windowRequests, Stability: f.stability, MaxWindows: f.maxWindows}, nil
+}
+
+// setModel checks -model and -checkpoint and fills arch, model and
+// checkpoint.
+func (c *suiteConfig) setModel(f *suiteFlags) error {
+	c.checkpoint = "none"
+	if f.checkpoint == "" {
+		switch f.model {
+		case "resnet18":
+			c.arch = resnet.ResNet18()
+		case "tiny":
+			c.arch = resnet.Tiny()
+		default:
+			return badFlag("model", f.model, "want resnet18 or tiny")
+		}
+		c.model = f.model
+		return nil
+	}
+	if f.isSet("model") {
+		return badFlag("model", f.model, "a -checkpoint brings its own model: give one or the other")
+	}
+	sum, err := fileSHA256(f.checkpoint)
+	if err != nil {
+		return badFlag("checkpoint", f.checkpoint, "%v", err)
+	}
+	m, err := checkpoint.LoadResNet(f.checkpoint)
+	if err != nil {
+		return badFlag("checkpoint", f.checkpoint, "%v", err)
+	}
+	c.arch, c.model = m.Arch, archName(m.Arch)
+	c.checkpoint = filepath.Base(f.checkpoint) + " sha256:" + sum
+	return nil
+}
+
+// isSet reports whether the flag was given on the command line.
+func (f *suiteFlags) isSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
+// fileSHA256 returns the hex SHA-256 of a file's content.
+func fileSHA256(path string) (string, error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// archName names an architecture: resnet18, tiny, or its shape.
+func archName(a resnet.Arch) string {
+	same := func(b resnet.Arch) bool {
+		return a.InChannels == b.InChannels && a.Stem == b.Stem && a.Classes == b.Classes &&
+			slices.Equal(a.Widths, b.Widths) && slices.Equal(a.Blocks, b.Blocks)
+	}
+	switch {
+	case same(resnet.ResNet18()):
+		return "resnet18"
+	case same(resnet.Tiny()):
+		return "tiny"
+	}
+	join := func(v []int) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.Itoa(x)
+		}
+		return strings.Join(s, "-")
+	}
+	return fmt.Sprintf("resnet(stem=%d,widths=%s,blocks=%s,classes=%d)", a.Stem, join(a.Widths), join(a.Blocks), a.Classes)
+}
+
+// batchesFor returns the batch sizes for back-end be.
+func (c *suiteConfig) batchesFor(be string) []int {
+	switch {
+	case c.batches != nil:
+		return c.batches
+	case be == "cuda":
+		return []int{1, 32, 256}
+	}
+	return []int{1, 8}
+}
+
+// workerCounts returns the worker counts.
+func (c *suiteConfig) workerCounts() []int {
+	if c.workers != nil {
+		return c.workers
+	}
+	return []int{1, 2}
+}
+
+// precisionsFor returns the precisions for back-end be.
+func (c *suiteConfig) precisionsFor(be string) []string {
+	switch {
+	case c.precisions != nil:
+		return c.precisions
+	case be == "cuda":
+		return []string{"fp32", "tf32"}
+	}
+	return []string{"fp32"}
+}
+
+// concurrencyFor returns the closed loop's concurrencies for a server with
+// workers workers.
+func (c *suiteConfig) concurrencyFor(workers int) []int {
+	if c.conc != nil {
+		return c.conc
+	}
+	return []int{2 * workers}
+}
+
+// capacityUnit is BenchmarkCapacity's metric for the -slo in force, such as
+// max-rate-p99-10ms-req/s.
+func (c *suiteConfig) capacityUnit() string {
+	return fmt.Sprintf("max-rate-%s-%v-req/s", percentileName(c.slo.Quantile), c.slo.Latency)
+}
+
+// formatRate writes a rate for a benchmark name: 1000, 1500.5.
+func formatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }

@@ -1,0 +1,206 @@
+package inferbench_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"testing"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/cuda"
+	"github.com/inferbench/inferbench/inference/metrics"
+	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/trace"
+)
+
+// The suite's state for this test binary run, set by TestMain.
+var (
+	suiteFlagValues suiteFlags
+	suite           *suiteConfig
+	exports         *exporter
+	info            infoLines
+)
+
+func init() { suiteFlagValues.register(flag.CommandLine) }
+
+// algoCacheEnv names the environment variable that sets the cuda back-end's
+// algorithm cache file.
+const algoCacheEnv = cuda.CacheEnv
+
+// coldCache is the algorithm cache file of every server under -cold: it is
+// emptied before each server starts, and its path stays the same so that the
+// back-end's config lines do not change from one server to the next.
+var coldCache = filepath.Join(os.TempDir(), "inferbench-cold", "cudnn-algorithms.json")
+
+// serverConfig returns the server configuration of one point of the matrix.
+// The seeded ResNet-18 is built by New, so that load-ns includes building it.
+func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
+	p, err := backend.ParsePipeline(pipe)
+	if err != nil {
+		return inference.Config{}, err
+	}
+	pr, err := backend.ParsePrecision(prec)
+	if err != nil {
+		return inference.Config{}, err
+	}
+	devs := make([]int, devices)
+	for i := range devs {
+		devs[i] = i
+	}
+	cfg := inference.Config{
+		Device: be, Seed: c.flags.seed,
+		Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch},
+		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
+		MaxQueue: 4096, PinnedInput: c.flags.pinned,
+	}
+	switch {
+	case c.flags.checkpoint != "":
+		cfg.Checkpoint = c.flags.checkpoint // loaded, and timed, by New
+	case c.model != "resnet18":
+		// New builds only ResNet-18 from a seed; other architectures are
+		// built here, outside load-ns.
+		if cfg.Model, err = resnet.New(c.arch, c.flags.seed); err != nil {
+			return inference.Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// subBench is one sub-benchmark's state across the calls testing makes of its
+// function. For each -count run testing calls it first with b.N == 1, then
+// (unless -benchtime is 1x) with larger b.N until -benchtime is met, and
+// prints the last call's figures. Every run gets a server of its own, built
+// in its first call, so warm-up is measured once per run.
+type subBench struct {
+	name      string
+	cfg       inference.Config
+	srv       *inference.Server
+	run       int        // -count runs started, from 1
+	peakReset bool       // the peak RSS was reset before the run's server was built
+	last      *exportRun // the latest call's figures, exported when the run ends
+}
+
+var subBenches struct {
+	mu sync.Mutex
+	m  map[string]*subBench
+}
+
+// subBenchFor returns the state of the sub-benchmark called name.
+func subBenchFor(name string, cfg inference.Config) *subBench {
+	subBenches.mu.Lock()
+	defer subBenches.mu.Unlock()
+	if subBenches.m == nil {
+		subBenches.m = map[string]*subBench{}
+	}
+	sb, ok := subBenches.m[name]
+	if !ok {
+		sb = &subBench{name: name, cfg: cfg}
+		subBenches.m[name] = sb
+	}
+	return sb
+}
+
+// server returns the server of the current -count run, starting a new run
+// with a new server when b.N is 1.
+//
+// The first run of a sub-benchmark prints the back-end's config lines that
+// changed (before testing prints the benchmark's name). Later runs cannot
+// print: the name of their result line is already out. A later run whose
+// server states other config lines fails, rather than mixing unlike set-ups
+// in one sample. So that runs start alike, with -count above 1 (and without
+// -cold) the first run builds and closes one unmeasured server first, which
+// fills the algorithm cache.
+func (sb *subBench) server(b *testing.B) *inference.Server {
+	if sb.srv != nil && b.N > 1 {
+		return sb.srv
+	}
+	sb.endRun()
+	sb.run++
+	if sb.run == 1 && suite.count > 1 && !suite.flags.cold {
+		s, err := startServer(sb.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sb.beginPeak()
+	s, err := startServer(sb.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kvs := s.Info().Config
+	if sb.run == 1 {
+		info.print(os.Stdout, kvs)
+	} else if line, changed := info.changed(kvs); changed {
+		s.Close()
+		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
+	}
+	sb.srv = s
+	return s
+}
+
+// startServer starts a server for cfg, with a fresh trace recorder under
+// -timeline and an empty algorithm cache under -cold.
+func startServer(cfg inference.Config) (*inference.Server, error) {
+	if suite.flags.timeline != "" {
+		cfg.Trace = trace.New()
+	}
+	if suite.flags.cold {
+		if err := os.MkdirAll(filepath.Dir(coldCache), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(coldCache); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("-cold: emptying the algorithm cache: %w", err)
+		}
+	}
+	return inference.New(cfg)
+}
+
+// beginPeak starts the run's peak resident set size: the memory earlier
+// sub-benchmarks left behind is returned to the system, then the high-water
+// mark is reset to what is resident now.
+func (sb *subBench) beginPeak() {
+	debug.FreeOSMemory()
+	sb.peakReset = metrics.ResetPeakRSS() == nil
+}
+
+// peakRSS returns the process's peak resident set size since the run's server
+// was built, in bytes, or -1 when it cannot be measured.
+func (sb *subBench) peakRSS() int64 {
+	if !sb.peakReset {
+		return -1
+	}
+	p, err := metrics.PeakRSS()
+	if err != nil {
+		return -1
+	}
+	return p
+}
+
+// endRun exports the finished run's figures and closes its server.
+func (sb *subBench) endRun() {
+	if sb.last != nil {
+		exports.export(sb.last, sb.run)
+		sb.last = nil
+	}
+	if sb.srv != nil {
+		sb.srv.Close()
+		sb.srv = nil
+	}
+}
+
+// finish ends the sub-benchmark after testing has run all its -count runs.
+func (sb *subBench) finish() {
+	sb.endRun()
+	subBenches.mu.Lock()
+	delete(subBenches.m, sb.name)
+	subBenches.mu.Unlock()
+}
