@@ -22,6 +22,7 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/loadgen"
+	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/nop"
 	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/resnet/testref"
@@ -568,30 +569,134 @@ func TestDynamicBatchingMergesWithinDelay(t *testing.T) {
 	})
 }
 
-func TestBurstLoadThroughServer(t *testing.T) {
-	s := nopServer(t, inference.Config{Workers: 2})
-	in := inference.NewInput(4, 32, 32)
-	res, err := loadgen.Run(context.Background(), s.Target(in), loadgen.Spec{Mode: loadgen.Burst, Warmup: true}, 500)
+// scripted is a test back-end around nop whose every step takes a known time
+// on the clock (simulated time inside a synctest bubble): Open takes open,
+// copy-in h2d, the k-th compute call compute(k) (k from 0: the first inference
+// New runs is k = 0), copy-out d2h. Its sampler notes how many computes had
+// run when it was first started.
+type scripted struct {
+	open, h2d, d2h time.Duration
+	compute        func(k int) time.Duration
+	computes       atomic.Int64
+	sampled        atomic.Bool
+	sampledFrom    atomic.Int64 // computes done when the sampler first started
+}
+
+func (s *scripted) Name() string { return "scripted" }
+
+func (s *scripted) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	time.Sleep(s.open)
+	e, err := nop.New().Open(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	se := &scriptedEngine{Engine: e, s: s}
+	for _, w := range e.Workers() {
+		se.workers = append(se.workers, &scriptedWorker{Worker: w, s: s})
+	}
+	return se, nil
+}
+
+type scriptedEngine struct {
+	backend.Engine
+	s       *scripted
+	workers []backend.Worker
+}
+
+func (e *scriptedEngine) Workers() []backend.Worker { return e.workers }
+func (e *scriptedEngine) Sampler() backend.Sampler  { return scriptedSampler{e.s} }
+
+type scriptedSampler struct{ s *scripted }
+
+func (p scriptedSampler) Start() error {
+	if p.s.sampled.CompareAndSwap(false, true) {
+		p.s.sampledFrom.Store(p.s.computes.Load())
+	}
+	return nil
+}
+
+func (p scriptedSampler) Stop() (backend.Utilization, error) { return backend.Utilization{}, nil }
+
+type scriptedWorker struct {
+	backend.Worker
+	s *scripted
+}
+
+func (w *scriptedWorker) CopyIn(slot int, parts [][]float32) error {
+	time.Sleep(w.s.h2d)
+	return w.Worker.CopyIn(slot, parts)
+}
+
+func (w *scriptedWorker) Compute(slot, n int) error {
+	k := int(w.s.computes.Add(1) - 1)
+	if w.s.compute != nil {
+		time.Sleep(w.s.compute(k))
+	}
+	return w.Worker.Compute(slot, n)
+}
+
+func (w *scriptedWorker) CopyOut(slot, n int) error {
+	time.Sleep(w.s.d2h)
+	return w.Worker.CopyOut(slot, n)
+}
+
+// scriptedServer serves the tiny model at 32x32 on sc.
+func scriptedServer(t testing.TB, sc *scripted, cfg inference.Config) *inference.Server {
+	cfg.Backend = sc
+	cfg.Model = tinyModel(t, 1)
+	cfg.Height, cfg.Width = 32, 32
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 4
+	}
+	s, err := inference.New(cfg)
 	require.NoError(t, err)
-	assert.Equal(t, 500, res.Completed)
-	assert.Zero(t, res.Failed)
-	assert.Positive(t, res.Warmup)
-	want := float64(500*4) / res.Elapsed().Seconds()
-	assert.InDelta(t, want, res.Throughput(4), want*1e-9, "the seed's throughput formula")
-	st := s.Stats()
-	assert.Equal(t, uint64(501), st.Completed, "500 and the warm-up request")
-	sum := st.Recorded.Summary
-	assert.LessOrEqual(t, sum.Min, sum.P50)
-	assert.LessOrEqual(t, sum.P50, sum.P99)
-	assert.LessOrEqual(t, sum.P99, sum.Max)
+	return s
+}
+
+func TestBurstThroughputAndLatencyOnAKnownSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One serial worker, 2 ms a batch: after the warm-up, the k-th of 10
+		// requests sent at once is answered at 2k ms.
+		sc := &scripted{compute: func(int) time.Duration { return 2 * time.Millisecond }}
+		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		defer s.Close()
+		in := inference.NewInput(4, 32, 32)
+		res, err := loadgen.Run(context.Background(), serverTarget{s: s, in: in}, loadgen.Spec{Mode: loadgen.Burst, Warmup: true}, 10)
+		require.NoError(t, err)
+		assert.Equal(t, 10, res.Completed)
+		assert.Zero(t, res.Failed)
+		assert.Equal(t, 2*time.Millisecond, res.Warmup)
+		assert.Equal(t, 20*time.Millisecond, res.Elapsed())
+		assert.Equal(t, 2000.0, res.Throughput(4), "40 images in 20 ms")
+		lat := res.Latency.Summary()
+		assert.Equal(t, 2*time.Millisecond, lat.Min)
+		assert.Equal(t, 20*time.Millisecond, lat.Max)
+		assert.Equal(t, 11*time.Millisecond, lat.Mean, "mean of 2, 4, ..., 20 ms")
+		st := s.Stats()
+		assert.Equal(t, uint64(11), st.Completed, "10 and the warm-up request")
+		assert.Equal(t, 2*time.Millisecond, st.Recorded.Stages[metrics.Compute].Mean)
+		assert.Equal(t, 4.0, st.MeanBatch())
+	})
 }
 
 func TestWarmupIsReportedInParts(t *testing.T) {
-	s := newServer(t, inference.Config{Model: tinyModel(t, 2), Height: 32, Width: 32, MaxBatch: 2})
-	w := s.Warmup()
-	assert.Positive(t, w.Setup)
-	assert.Positive(t, w.First)
-	assert.Equal(t, w.Load+w.Setup+w.First, w.Total())
+	synctest.Test(t, func(t *testing.T) {
+		// Open takes 30 ms and the first inference 7 ms; the model is given,
+		// so there is nothing to load and no time passes for it.
+		sc := &scripted{open: 30 * time.Millisecond, compute: func(k int) time.Duration {
+			if k == 0 {
+				return 7 * time.Millisecond
+			}
+			return time.Millisecond
+		}}
+		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		defer s.Close()
+		w := s.Warmup()
+		assert.Zero(t, w.Load)
+		assert.Equal(t, 30*time.Millisecond, w.Setup)
+		assert.Equal(t, 7*time.Millisecond, w.First)
+		assert.Equal(t, 37*time.Millisecond, w.Total())
+	})
 }
 
 // TestServerMatchesPyTorch serves every PyTorch reference model in
