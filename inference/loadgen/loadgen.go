@@ -14,7 +14,10 @@
 //     it delayed: no coordinated omission);
 //  4. Generator.Finish waits for every response and returns the Result.
 //
-// Run does all four for n requests.
+// Run does all four for n requests. RunWindows measures in windows until the
+// result is stable (as Triton's perf_analyzer does), SearchCapacity looks for
+// the highest rate that meets a latency objective, and Scenario maps MLPerf
+// LoadGen's scenarios onto these modes and states their results.
 package loadgen
 
 import (
