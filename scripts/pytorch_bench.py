@@ -15,13 +15,23 @@ batch size this script:
 2. Allocates one pinned 3x250x250 fp32 input batch, filled on the CPU with
    torch.randn, reused for every request (our suite allocates its input from
    the server, in pinned memory, the same way).
-3. Burst load, as our BenchmarkServer with load=burst: after one warm-up
-   request, all N requests are put on a queue at once; one worker thread
-   takes them in order and, on its own CUDA stream, copies the batch in
-   (h2d-ns, including the fp32 -> fp16 cast on the GPU), runs the model
-   (compute-ns) and copies the logits back to pinned memory (d2h-ns). Latency
-   is measured from the burst's start (queueing included, as in the seed).
-   sec/op is the wall time of the whole burst divided by N.
+3. Burst load, as our BenchmarkServer with load=burst: one warm-up request
+   is answered before anything is measured (the GPU utilisation sampler
+   starts after it), then all N requests are put on a queue at once, each
+   stamped with its own send time; one worker thread takes them in order and,
+   on its own CUDA stream, copies the batch in, runs the model and copies the
+   logits back to pinned memory, as our serial pipeline does.
+   Stage times are measured the way our cuda back-end measures them: CUDA
+   events recorded on the worker's stream around each stage (h2d-ns: the
+   fp32 copy; compute-ns: the cast to fp16 and channels-last on the GPU and
+   the forward pass, as our conversion runs inside our forward pass; d2h-ns:
+   the logits' copy). queue-ns is host time from the send to the worker
+   taking the request. Latency runs from each request's send to its logits
+   on the host (queueing included); std-latency-ns is the population
+   standard deviation (divided by n), as our suite's. Throughput is
+   requests x batch / (last response - first send); sec/op is its inverse
+   per request. gpu-util-pct (NVML, sampled every 10 ms) is reported only
+   with at least one sample, with gpu-util-samples.
 4. Model only (BenchmarkForward): the input already on the GPU, the forward
    pass alone, synchronised per batch.
 
@@ -35,10 +45,13 @@ Usage:
 """
 
 import argparse
+import collections
 import datetime
+import math
 import os
 import platform
 import queue
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +65,7 @@ UNITS = [
     ("p99-latency-ns", "lower"), ("p999-latency-ns", "lower"),
     ("warmup-ns", "lower"), ("load-ns", "lower"), ("setup-ns", "lower"), ("first-ns", "lower"),
     ("queue-ns", "lower"), ("h2d-ns", "lower"), ("compute-ns", "lower"), ("d2h-ns", "lower"),
-    ("gpu-util-pct", "higher"),
+    ("gpu-util-pct", "higher"), ("gpu-util-samples", "higher"),
 ]
 
 
@@ -100,7 +113,7 @@ def driver_version():
         return ""
 
 
-def header(torch, torchvision):
+def header(torch, torchvision, args):
     lines = [
         ("goos", "linux" if sys.platform.startswith("linux") else sys.platform),
         ("goarch", {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())),
@@ -114,6 +127,12 @@ def header(torch, torchvision):
         ("torchvision", torchvision.__version__),
         ("python", platform.python_version()),
         ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")),
+        # The settings our suite records as config lines, where they apply.
+        ("model", "resnet18"),
+        ("size", args.size),
+        ("checkpoint", "none"),
+        ("seed", str(args.seed)),
+        ("window", "off"),
     ]
     for k, v in lines:
         if v:
@@ -148,11 +167,14 @@ class UtilSampler:
             self.samples.append(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
 
     def stop(self):
+        """Returns (mean utilisation or None without a sample, samples), or
+        None when NVML is not available."""
         if not self.ok:
             return None
         self.stop_ev.set()
         self.thread.join()
-        return sum(self.samples) / len(self.samples) if self.samples else None
+        n = len(self.samples)
+        return (sum(self.samples) / n if n else None), n
 
 
 class Server:
@@ -174,24 +196,26 @@ class Server:
 
     def _work(self):
         torch = self.torch
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         with torch.cuda.stream(self.stream), torch.inference_mode():
             while True:
                 req = self.requests.get()
                 if req is None:
                     return
                 inp, sent, reply = req
-                t0 = time.perf_counter_ns()
+                taken = time.perf_counter_ns()
+                ev[0].record(self.stream)
                 self.x32.copy_(inp, non_blocking=True)
+                ev[1].record(self.stream)
                 self.x.copy_(self.x32)  # cast and layout on the GPU
-                self.stream.synchronize()
-                t1 = time.perf_counter_ns()
                 logits = self.model(self.x)
-                self.stream.synchronize()
-                t2 = time.perf_counter_ns()
+                ev[2].record(self.stream)
                 self.out.copy_(logits, non_blocking=True)
+                ev[3].record(self.stream)
                 self.stream.synchronize()
-                t3 = time.perf_counter_ns()
-                reply.put((sent, t0, t1, t2, t3))
+                done = time.perf_counter_ns()
+                ms = [ev[i].elapsed_time(ev[i + 1]) for i in range(3)]
+                reply.put(Answer(sent, taken, done, *(round(x * 1e6) for x in ms)))
 
     def infer(self, inp):
         reply = queue.Queue(maxsize=1)
@@ -203,40 +227,51 @@ class Server:
         self.thread.join()
 
 
+class Answer(collections.namedtuple("Answer", "sent taken done h2d compute d2h")):
+    """One request's times: sent, taken (by the worker) and done (logits on
+    the host) on the host clock, perf_counter_ns; h2d, compute and d2h in ns
+    from CUDA events on the worker's stream."""
+
+
 def percentile(sorted_vals, q):
-    """Nearest-rank percentile of an ascending list."""
+    """Nearest-rank percentile of an ascending list: the value of rank
+    ceil(q*n), as our suite's histogram reports (within 1/256)."""
     if not sorted_vals:
         return 0.0
-    k = max(0, min(len(sorted_vals) - 1, int(-(-q * len(sorted_vals) // 1)) - 1))
+    k = max(0, min(len(sorted_vals) - 1, math.ceil(q * len(sorted_vals)) - 1))
     return sorted_vals[k]
 
 
-def burst(server, inp, n):
-    """Sends n requests at once after one warm-up request; returns metrics."""
-    server.infer(inp)  # warm-up request, as our burst load does
-    replies = []
-    start = time.perf_counter_ns()
-    for _ in range(n):
-        r = queue.Queue(maxsize=1)
-        server.requests.put((inp, start, r))
-        replies.append(r)
-    results = [r.get() for r in replies]
-    end = max(t3 for _, _, _, _, t3 in results)
-    wall = end - start
-    lat = sorted(t3 - sent for sent, _, _, _, t3 in results)
-    mean = sum(lat) / n
-    std = (sum((x - mean) ** 2 for x in lat) / (n - 1)) ** 0.5 if n > 1 else 0.0
+def summarize(answers):
+    """Our suite's burst figures from a list of Answers."""
+    n = len(answers)
+    first = min(a.sent for a in answers)
+    wall = max(a.done for a in answers) - first
+    lat = sorted(a.done - a.sent for a in answers)
     return {
         "ns/op": wall / n,
         "req/s": n / (wall / 1e9),
-        "mean-latency-ns": mean, "std-latency-ns": std, "min-latency-ns": lat[0], "max-latency-ns": lat[-1],
+        "mean-latency-ns": statistics.fmean(lat), "std-latency-ns": statistics.pstdev(lat),
+        "min-latency-ns": lat[0], "max-latency-ns": lat[-1],
         "p50-latency-ns": percentile(lat, 0.50), "p90-latency-ns": percentile(lat, 0.90),
         "p99-latency-ns": percentile(lat, 0.99), "p999-latency-ns": percentile(lat, 0.999),
-        "queue-ns": sum(t0 - sent for sent, t0, _, _, _ in results) / n,
-        "h2d-ns": sum(t1 - t0 for _, t0, t1, _, _ in results) / n,
-        "compute-ns": sum(t2 - t1 for _, _, t1, t2, _ in results) / n,
-        "d2h-ns": sum(t3 - t2 for _, _, _, t2, t3 in results) / n,
+        "queue-ns": statistics.fmean(a.taken - a.sent for a in answers),
+        "h2d-ns": statistics.fmean(a.h2d for a in answers),
+        "compute-ns": statistics.fmean(a.compute for a in answers),
+        "d2h-ns": statistics.fmean(a.d2h for a in answers),
     }
+
+
+def burst(server, inp, n):
+    """Puts n requests on the queue at once, each stamped with its own send
+    time, and returns the figures once all are answered. The caller sends the
+    warm-up request first."""
+    replies = []
+    for _ in range(n):
+        r = queue.Queue(maxsize=1)
+        server.requests.put((inp, time.perf_counter_ns(), r))
+        replies.append(r)
+    return summarize([r.get() for r in replies])
 
 
 def fmt_line(name, n, metrics):
@@ -283,7 +318,7 @@ def main(argv):
     procs = args.procs if args.procs is not None else len(os.sched_getaffinity(0))
     suffix = f"-{procs}" if procs != 1 else ""
     if not args.no_header:
-        header(torch, torchvision)
+        header(torch, torchvision, args)
 
     tmp = tempfile.mkdtemp(prefix="pytorch_bench")
     ckpt = os.path.join(tmp, "resnet18-random.pth")
@@ -317,9 +352,12 @@ def main(argv):
                         first_ns = time.perf_counter_ns() - t
                         warm = {"warmup-ns": load_ns + setup_ns + first_ns, "load-ns": load_ns,
                                 "setup-ns": setup_ns, "first-ns": first_ns}
+                    server.infer(inp)  # the warm-up request, outside every figure
                     sampler.start()
                     m = burst(server, inp, args.requests)
-                    m["gpu-util-pct"] = sampler.stop()
+                    util = sampler.stop()
+                    if util is not None:
+                        m["gpu-util-pct"], m["gpu-util-samples"] = util
                     m["samples/s"] = m["req/s"] * batch
                     m.update(warm)
                     print(fmt_line(server_name, args.requests, m), flush=True)
