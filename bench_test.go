@@ -165,12 +165,16 @@ func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra f
 	for i := range in.Data {
 		in.Data[i] = float32(rng.NormFloat64())
 	}
-	var log *requestLog
+	t := serverTarget{s: s, in: in}
 	if exports != nil && exports.reqs != nil {
-		log = &requestLog{}
+		t.log = &requestLog{}
 	}
-	m, err := measure(context.Background(), s, in, runSpec{batch: batch, load: spec, n: b.N, window: suite.window, log: log,
-		start: b.ResetTimer, stop: b.StopTimer})
+	start := func() {
+		t.log.clear() // the warm-up request is not exported
+		b.ResetTimer()
+	}
+	m, err := measure(context.Background(), s, runSpec{target: t, batch: batch, load: spec, n: b.N, window: suite.window,
+		start: start, stop: b.StopTimer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,8 +189,8 @@ func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra f
 		b.ReportMetric(f.value, f.unit)
 	}
 	run := &exportRun{name: b.Name(), figs: figs, n: m.final.Completed}
-	if log != nil {
-		run.reqs = log.recs
+	if t.log != nil {
+		run.reqs = t.log.recs
 	}
 	sb.last = run
 	if t := s.Config().Trace; t != nil {

@@ -62,14 +62,27 @@ func (l *requestLog) add(r requestRecord) {
 	l.mu.Unlock()
 }
 
+// clear forgets the records so far; a nil log does nothing.
+func (l *requestLog) clear() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.recs = l.recs[:0]
+	l.mu.Unlock()
+}
+
 // runSpec is one measured run: the load, its length and what to call around
 // the measured interval.
 type runSpec struct {
+	// target receives the warm-up and every counted request: the in-process
+	// server (serverTarget), or a client of a server behind a network front
+	// door.
+	target loadgen.Target
 	batch  int          // images per request
 	load   loadgen.Spec // Warmup is ignored: measure sends its own
 	n      int          // counted requests, when window is nil
 	window *loadgen.WindowSpec
-	log    *requestLog // per-request records, or nil
 	// start and stop, if set, are called right before the first counted
 	// request and right after the last response (b.ResetTimer, b.StopTimer).
 	start, stop func()
@@ -127,7 +140,8 @@ type measurement struct {
 	hasUtil  bool
 }
 
-// measure runs one measured run of rs against s with input in:
+// measure runs one measured run of rs against rs.target, taking the
+// server-side figures from s, the server behind it:
 //
 //  1. one warm-up request, answered before anything is measured (in every
 //     mode alike);
@@ -135,9 +149,9 @@ type measurement struct {
 //  3. the counted requests (rs.n, or windows until stable), every response
 //     waited for, rs.stop;
 //  4. the sampler stopped and Stats differenced over the reported interval.
-func measure(ctx context.Context, s *inference.Server, in inference.Tensor, rs runSpec) (measurement, error) {
+func measure(ctx context.Context, s *inference.Server, rs runSpec) (measurement, error) {
 	m := measurement{batch: rs.batch, mode: rs.load.Mode}
-	if err := warmUp(ctx, serverTarget{s: s, in: in}); err != nil {
+	if err := warmUp(ctx, rs.target); err != nil {
 		return m, err
 	}
 	if t := s.Config().Trace; t != nil {
@@ -152,7 +166,7 @@ func measure(ctx context.Context, s *inference.Server, in inference.Tensor, rs r
 	}
 	spec := rs.load
 	spec.Warmup = false
-	t := serverTarget{s: s, in: in, log: rs.log}
+	t := rs.target
 	if rs.start != nil {
 		rs.start()
 	}
@@ -184,7 +198,7 @@ func measure(ctx context.Context, s *inference.Server, in inference.Tensor, rs r
 
 // measureWindows is step 3 and 4 of measure in window mode: server figures
 // and utilisation are taken per window and added up over the last three.
-func measureWindows(ctx context.Context, s *inference.Server, t serverTarget, spec loadgen.Spec, rs runSpec,
+func measureWindows(ctx context.Context, s *inference.Server, t loadgen.Target, spec loadgen.Spec, rs runSpec,
 	before inference.Stats, sampler backend.Sampler) (measurement, error) {
 	m := measurement{batch: rs.batch, mode: rs.load.Mode, windowed: true}
 	var (

@@ -259,7 +259,8 @@ func TestWarmupRequestStaysOutOfEveryFigure(t *testing.T) {
 				sc := &scripted{compute: slowFirst}
 				s := scriptedServer(t, sc, inference.Config{Workers: 1})
 				defer s.Close()
-				m, err := measure(context.Background(), s, inference.NewInput(1, 32, 32), runSpec{batch: 1, load: tc.spec, n: 5, window: tc.window})
+				target := serverTarget{s: s, in: inference.NewInput(1, 32, 32)}
+				m, err := measure(context.Background(), s, runSpec{target: target, batch: 1, load: tc.spec, n: 5, window: tc.window})
 				require.NoError(t, err)
 				figs := figureMap(figures(&m, s.Warmup(), -1))
 				assert.Equal(t, float64(2*time.Millisecond), figs["compute-ns"], "compute-ns")
