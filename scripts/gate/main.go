@@ -26,6 +26,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,7 +35,8 @@ import (
 func main() {
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		// -h printed the usage: that is what was asked for.
 	case errors.Is(err, ErrRegression):
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -32,7 +32,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		// -h printed the usage: that is what was asked for.
+	default:
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
