@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -224,8 +225,10 @@ func appendRounds(opts *options, rec *recorder, tmp *os.File, stdout io.Writer) 
 	if m == nil {
 		return fmt.Errorf("sweep: -append %s: no \"# sweep ... -count N\" first line; is it a sweep's results file? (the new rounds are in %s)", opts.appendTo, tmp.Name())
 	}
-	var before int
-	fmt.Sscan(text[m[4]:m[5]], &before)
+	before, err := strconv.Atoi(text[m[4]:m[5]])
+	if err != nil {
+		return fmt.Errorf("sweep: -append %s: reading the first line's -count: %w (the new rounds are in %s)", opts.appendTo, err, tmp.Name())
+	}
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}

@@ -177,3 +177,25 @@ func TestSlug(t *testing.T) {
 		assert.Equal(t, want, slug(in), "slug(%q)", in)
 	}
 }
+
+func TestAppendUnreadableCount(t *testing.T) {
+	out := t.TempDir()
+	args := []string{"-matrix", "seed", "-batches", "1", "-workers", "1", "-pipelines", "serial",
+		"-bin", "testdata/fakebench.sh", "-out", out, "-commit", "abc123"}
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(append(args, "-count", "1"), &stdout, &stderr), "stderr: %s", stderr.String())
+	path := filepath.Join(out, "nvidia-h200", "seed.txt")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	// A count that does not fit an int must stop the append, not be read as 0.
+	huge := strings.Replace(string(data), " -count 1 ", " -count 99999999999999999999 ", 1)
+	require.NotEqual(t, string(data), huge)
+	require.NoError(t, os.WriteFile(path, []byte(huge), 0o644))
+
+	err = run(append(args, "-count", "1", "-append", path), &stdout, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reading the first line's -count")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, huge, string(after), "a refused append must leave the file as it was")
+}
