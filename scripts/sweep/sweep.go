@@ -91,6 +91,27 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return opts, nil
 }
 
+// rounds returns how many times the binary runs and the -test.count of each
+// run: count runs of one when interleaving, else one run of count.
+func (o *options) rounds() (rounds, perRound int) {
+	if o.interleave {
+		return o.count, 1
+	}
+	return 1, o.count
+}
+
+// benchArgs returns the test binary's arguments for a run that repeats every
+// configuration count times: the benchmark selection, then the matrix as the
+// suite's list flags, then the flags after --.
+func (o *options) benchArgs(count int) []string {
+	args := []string{
+		"-test.run=^$", "-test.bench=" + o.bench, "-test.count=" + strconv.Itoa(count),
+		"-test.benchtime=" + o.benchtime,
+	}
+	args = append(args, o.m.suiteArgs()...)
+	return append(args, o.extra...)
+}
+
 // run builds (or takes) the test binary, runs the matrix and writes the
 // results file; it prints the file's path to stdout and progress to stderr.
 func run(args []string, stdout, stderr io.Writer) error {
@@ -108,23 +129,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if root == "" {
 		root = "."
 	}
-	binArgs := append([]string{
-		"-test.run=^$", "-test.bench=" + opts.bench, "-test.count=" + fmt.Sprint(opts.count),
-		"-test.benchtime=" + opts.benchtime,
-	}, opts.m.suiteArgs()...)
-	binArgs = append(binArgs, opts.extra...)
+	rounds, perRound := opts.rounds()
+	binArgs := opts.benchArgs(perRound)
 	total := opts.m.size() * opts.count
 	if opts.dryRun {
 		bin := opts.bin
 		if bin == "" {
 			bin = "<go test -c -tags '" + opts.tags + "'>"
 		}
-		rounds := ""
+		of := ""
 		if opts.interleave {
-			binArgs[2] = "-test.count=1"
-			rounds = fmt.Sprintf(" (%d rounds of)", opts.count)
+			of = fmt.Sprintf(" (%d rounds of)", rounds)
 		}
-		fmt.Fprintf(stdout, "%d configurations x %d runs = %d results\n%s%s %s\n", opts.m.size(), opts.count, total, bin, rounds, strings.Join(binArgs, " "))
+		fmt.Fprintf(stdout, "%d configurations x %d runs = %d results\n%s%s %s\n", opts.m.size(), opts.count, total, bin, of, strings.Join(binArgs, " "))
 		return nil
 	}
 	bin := opts.bin
@@ -155,11 +172,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer tmp.Close()
 
-	rounds := 1
-	if opts.interleave {
-		rounds = opts.count
-		binArgs[2] = "-test.count=1"
-	}
 	fmt.Fprintf(stderr, "sweep: %s: %d configurations x %d runs in %d round(s); %s %s\n",
 		opts.matrixName, opts.m.size(), opts.count, rounds, bin, strings.Join(binArgs, " "))
 	rec := &recorder{w: tmp, total: total, start: time.Now(), now: time.Now, progress: stderr, config: map[string]string{}}
