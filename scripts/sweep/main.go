@@ -17,14 +17,15 @@
 //  4. Show progress on stderr (k/N results, elapsed time, ETA) while the
 //     output streams into results/tmp/.
 //  5. Keep the config lines of the first round only (a new date: line would
-//     split benchstat's tables), prepend ours (matrix, and commit and date if
-//     the binary did not print them) and move the file to
-//     results/<gpu-or-cpu>/<name>.txt.
+//     split benchstat's tables), prepend ours (matrix, commit, date and
+//     sweep-args, the flags after --, for keys the binary did not print) and
+//     move the file to results/<gpu-or-cpu>/<name>.txt.
 //
 // With -deadline D no round starts that would end past D (judged by the
 // slowest round so far); -append FILE adds rounds to an earlier file of the
-// same suite arguments, commit and GPU, so a sweep can span several sessions
-// of a time-limited machine.
+// same sweep (its first line, flags after --, and commit) whose config lines
+// all match the new rounds' (date: aside), so a sweep can span several
+// sessions of a time-limited machine.
 //
 // Usage:
 //

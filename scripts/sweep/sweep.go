@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,6 +133,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	rounds, perRound := opts.rounds()
 	binArgs := opts.benchArgs(perRound)
 	total := opts.m.size() * opts.count
+	var target *appendTarget
+	if opts.appendTo != "" {
+		// Refuse a file of another sweep before spending time on a run.
+		if target, err = readAppendTarget(opts.appendTo); err != nil {
+			return err
+		}
+		if err := target.checkSweep(opts); err != nil {
+			return err
+		}
+	}
 	if opts.dryRun {
 		bin := opts.bin
 		if bin == "" {
@@ -200,55 +211,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if opts.interleave {
 		opts.count = done
 	}
-	if opts.appendTo != "" {
-		return appendRounds(opts, rec, tmp, stdout)
+	if target != nil {
+		if err := target.checkConfig(opts.config(rec.config), tmp.Name()); err != nil {
+			return err
+		}
+		return target.add(opts.count, tmp, stdout)
 	}
 	return finish(opts, rec, tmp, stdout, stderr)
-}
-
-// countFlag finds the -count in a results file's first line.
-var countFlag = regexp.MustCompile(`(^# sweep .*? -count )(\d+)`)
-
-// appendRounds adds the rounds in tmp to opts.appendTo after checking that
-// they measure the same thing: the binary's args: and gpu: lines and the
-// commit must match the file's. The first line's -count becomes the total.
-func appendRounds(opts *options, rec *recorder, tmp *os.File, stdout io.Writer) error {
-	data, err := os.ReadFile(opts.appendTo)
-	if err != nil {
-		return fmt.Errorf("sweep: -append: %w (the new rounds are in %s)", err, tmp.Name())
-	}
-	text := string(data)
-	have := map[string]string{}
-	for _, line := range strings.Split(text, "\n") {
-		if m := configLine.FindStringSubmatch(line); m != nil {
-			if _, seen := have[m[1]]; !seen {
-				have[m[1]] = m[2]
-			}
-		}
-	}
-	got := map[string]string{"args": rec.config["args"], "gpu": rec.config["gpu"], "commit": opts.recordedCommit()}
-	for _, key := range []string{"args", "gpu", "commit"} {
-		if want, ok := have[key]; ok && want != got[key] {
-			return fmt.Errorf("sweep: -append %s: the file's %s is %q but this sweep's is %q; results of different setups must not be mixed (the new rounds are in %s)",
-				opts.appendTo, key, want, got[key], tmp.Name())
-		}
-	}
-	m := countFlag.FindStringSubmatchIndex(text)
-	if m == nil {
-		return fmt.Errorf("sweep: -append %s: no \"# sweep ... -count N\" first line; is it a sweep's results file? (the new rounds are in %s)", opts.appendTo, tmp.Name())
-	}
-	before, err := strconv.Atoi(text[m[4]:m[5]])
-	if err != nil {
-		return fmt.Errorf("sweep: -append %s: reading the first line's -count: %w (the new rounds are in %s)", opts.appendTo, err, tmp.Name())
-	}
-	if !strings.HasSuffix(text, "\n") {
-		text += "\n"
-	}
-	text = text[:m[4]] + fmt.Sprint(before+opts.count) + text[m[5]:]
-	if err := writeResults(opts.appendTo, text, tmp, stdout); err != nil {
-		return fmt.Errorf("sweep: -append: %w (the new rounds are in %s)", err, tmp.Name())
-	}
-	return nil
 }
 
 // runBinary runs the test binary once in dir root, feeding its output to rec.
@@ -289,15 +258,9 @@ func finish(opts *options, rec *recorder, tmp *os.File, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "sweep: %s exists; writing %s\n", filepath.Join(dir, opts.name+".txt"), path)
 	}
 	var head strings.Builder
-	fmt.Fprintf(&head, "# sweep -matrix %s -count %d -benchtime %s %s\n", opts.matrixName, opts.count, opts.benchtime, strings.Join(opts.m.suiteArgs(), " "))
-	for _, kv := range [][2]string{
-		{"matrix", opts.matrixName},
-		{"commit", opts.recordedCommit()},
-		{"date", time.Now().UTC().Format(time.RFC3339)},
-	} {
-		if _, printed := rec.config[kv[0]]; !printed && kv[1] != "" {
-			fmt.Fprintf(&head, "%s: %s\n", kv[0], kv[1])
-		}
+	head.WriteString(opts.header(opts.count))
+	for _, kv := range opts.ownConfig(rec.config) {
+		fmt.Fprintf(&head, "%s: %s\n", kv[0], kv[1])
 	}
 	if err := writeResults(path, head.String(), tmp, stdout); err != nil {
 		return fmt.Errorf("sweep: %w (the results are in %s)", err, tmp.Name())
@@ -305,12 +268,51 @@ func finish(opts *options, rec *recorder, tmp *os.File, stdout, stderr io.Writer
 	return nil
 }
 
-// recordedCommit is -commit, or HEAD's hash.
-func (o *options) recordedCommit() string {
-	if o.commit != "" {
-		return o.commit
+// header is a results file's first line, which records how the sweep ran:
+// "# sweep -matrix M -count N -benchtime B" and the matrix's suite flags.
+func (o *options) header(count int) string {
+	return fmt.Sprintf("# sweep -matrix %s -count %d -benchtime %s %s\n", o.matrixName, count, o.benchtime, strings.Join(o.m.suiteArgs(), " "))
+}
+
+// ownConfig returns the config lines the sweep writes above the suite's
+// output, leaving out keys the suite printed itself (in printed) and empty
+// values: matrix, commit, date and sweep-args (the flags after --, or
+// "none").
+func (o *options) ownConfig(printed map[string]string) [][2]string {
+	args := strings.Join(o.extra, " ")
+	if args == "" {
+		args = "none"
 	}
-	return gitCommit()
+	var out [][2]string
+	for _, kv := range [][2]string{
+		{"matrix", o.matrixName},
+		{"commit", o.recordedCommit()},
+		{"date", time.Now().UTC().Format(time.RFC3339)},
+		{"sweep-args", args},
+	} {
+		if _, ok := printed[kv[0]]; !ok && kv[1] != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// config returns every config line a results file of this sweep would
+// have: the suite's (printed), then the sweep's own.
+func (o *options) config(printed map[string]string) map[string]string {
+	out := maps.Clone(printed)
+	for _, kv := range o.ownConfig(printed) {
+		out[kv[0]] = kv[1]
+	}
+	return out
+}
+
+// recordedCommit is -commit, or HEAD's hash (looked up once).
+func (o *options) recordedCommit() string {
+	if o.commit == "" {
+		o.commit = gitCommit()
+	}
+	return o.commit
 }
 
 // writeResults writes head and then tmp's contents to path, through a

@@ -29,11 +29,14 @@ func TestSweepWithFakeBinary(t *testing.T) {
 	assert.Contains(t, text, "\ngpu: NVIDIA H200\n")
 	assert.Equal(t, 1, strings.Count(text, "\ngpu: "), "config lines of later rounds must be dropped")
 	assert.Equal(t, 1, strings.Count(text, "\nUnit samples/s"), "Unit lines of later rounds must be dropped")
-	assert.Contains(t, text, "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -size=224x224\n")
+	assert.Contains(t, text, "\nsweep-args: -size=224x224\n")
 	assert.Equal(t, 6, strings.Count(text, "\nBenchmarkServer/"), "results in file")
 
 	progress := stderr.String()
-	for _, want := range []string{"[1/6]", "[6/6] 100%", "eta", "a test log line", "2 configurations x 3 runs in 3 round(s)"} {
+	for _, want := range []string{
+		"[1/6]", "[6/6] 100%", "eta", "a test log line", "2 configurations x 3 runs in 3 round(s)",
+		"fakebench args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=100x -backends=cuda -batches=1,32 -workers=1 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -size=224x224\n",
+	} {
 		assert.Contains(t, progress, want)
 	}
 	assert.NotContains(t, progress, "\n  PASS")
@@ -56,9 +59,9 @@ func TestSweepOneProcess(t *testing.T) {
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	data, err := os.ReadFile(filepath.Join(out, "ci", "quick.txt"))
 	require.NoError(t, err)
-	assert.Contains(t, string(data), "args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=2 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1 ")
 	assert.Equal(t, 4, strings.Count(string(data), "\nBenchmarkServer/"), "results in file")
 	assert.Contains(t, stderr.String(), "in 1 round(s)")
+	assert.Contains(t, stderr.String(), "fakebench args: -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=2 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1 ")
 }
 
 func TestSweepDeadlineThenAppend(t *testing.T) {
@@ -88,18 +91,38 @@ func TestSweepDeadlineThenAppend(t *testing.T) {
 	assert.True(t, strings.HasPrefix(text, "# sweep -matrix seed -count 3 "), "header: %q", text[:60])
 	assert.Equal(t, 6, strings.Count(text, "\nBenchmarkServer/"), "results after appending")
 	assert.Equal(t, 1, strings.Count(text, "\ngpu: "), "appended rounds must not repeat config lines")
-	assert.Equal(t, 1, strings.Count(text, "\nargs: "))
+	assert.Equal(t, 1, strings.Count(text, "\nsweep-args: "))
 
-	// Appends of another setup must fail.
-	for name, extra := range map[string][]string{
-		"other args":   {"-count", "1", "-append", path, "--", "-size=224x224"},
-		"other commit": {"-count", "1", "-append", path, "-commit", "def456"},
-		"no file":      {"-count", "1", "-append", filepath.Join(out, "missing.txt")},
-	} {
-		t.Run(name, func(t *testing.T) {
-			err := run(args(extra...), &stdout, &stderr)
+	// Appends of another setup must fail, before running when the file
+	// tells (its first line, the sweep's own config lines), else after.
+	tests := []struct {
+		name  string
+		extra []string
+		gpu   string   // the fake's gpu: line
+		want  []string // in the error
+	}{
+		{"other flags after --", []string{"-count", "1", "-append", path, "--", "-size=224x224"}, "", []string{
+			"results of different setups must not be mixed (nothing was run):\n  sweep-args: line is \"none\" in the file but \"-size=224x224\" in this sweep"}},
+		{"other commit", []string{"-count", "1", "-append", path, "-commit", "def456"}, "", []string{
+			`commit: line is "abc123" in the file but "def456" in this sweep`}},
+		{"other requests per run", []string{"-count", "1", "-append", path, "-benchtime", "200x"}, "", []string{
+			"the file's sweep was\n  # sweep -matrix seed -count 3 -benchtime 100x -backends=cuda",
+			"but this one is\n  # sweep -matrix seed -count 3 -benchtime 200x -backends=cuda"}},
+		{"other GPU", []string{"-count", "1", "-append", path}, "NVIDIA H100 80GB HBM3", []string{
+			"results of different setups must not be mixed (the new rounds are in ",
+			`gpu: line is "NVIDIA H200" in the file but "NVIDIA H100 80GB HBM3" in this sweep`}},
+		{"no file", []string{"-count", "1", "-append", filepath.Join(out, "missing.txt")}, "", []string{"missing.txt: no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.gpu != "" {
+				t.Setenv("FAKEBENCH_GPU", tt.gpu)
+			}
+			err := run(args(tt.extra...), &stdout, &stderr)
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "the new rounds are in")
+			for _, want := range tt.want {
+				assert.Contains(t, err.Error(), want)
+			}
 		})
 	}
 	after, err := os.ReadFile(path)

@@ -1,6 +1,7 @@
 #!/bin/sh
-# A stand-in for the root test binary: prints config lines, Unit lines and
-# one result per batch size and round, in the Go benchmark format.
+# A stand-in for the root test binary: prints config lines as the suite does
+# (FAKEBENCH_GPU changes the gpu: line), Unit lines and one result per batch
+# size and round, in the Go benchmark format. Its arguments go to stderr.
 count=1
 batches=1
 for a in "$@"; do
@@ -10,14 +11,16 @@ for a in "$@"; do
 	-fail) echo "--- FAIL: BenchmarkServer"; exit 1 ;;
 	esac
 done
+echo "fakebench args: $*" >&2
 sleep "${FAKEBENCH_SLEEP:-0}"
+echo "backend: cuda"
+echo "gomaxprocs: 16"
+echo "gpu: ${FAKEBENCH_GPU:-NVIDIA H200}"
+echo "Unit samples/s better=higher"
 echo "goos: linux"
 echo "goarch: amd64"
 echo "pkg: github.com/inferbench/inferbench"
 echo "cpu: Fake CPU @ 1.00GHz"
-echo "gpu: NVIDIA H200"
-echo "args: $*"
-echo "Unit samples/s better=higher"
 i=0
 while [ "$i" -lt "$count" ]; do
 	for b in $batches; do
