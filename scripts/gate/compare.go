@@ -23,9 +23,13 @@ type groupKey struct {
 // sample is what one file holds: measurements grouped by benchmark and unit,
 // in the order they first appear, and the file's unit metadata.
 type sample struct {
+	path   string
 	values map[groupKey][]float64
 	order  []groupKey
 	units  benchfmt.UnitMetadataMap
+	// config holds, per benchmark, the distinct values of each config line
+	// its results were measured under (lines in cfg.ignore left out).
+	config map[string]map[string][]string
 }
 
 // readFile reads one benchmark file, keeping the results and units cfg asks
@@ -36,7 +40,7 @@ func readFile(path string, cfg *config) (*sample, error) {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
 	defer f.Close()
-	s := &sample{values: map[groupKey][]float64{}}
+	s := &sample{path: path, values: map[groupKey][]float64{}, config: map[string]map[string][]string{}}
 	r := benchfmt.NewReader(f, path)
 	for r.Scan() {
 		switch rec := r.Result().(type) {
@@ -53,6 +57,7 @@ func readFile(path string, cfg *config) (*sample, error) {
 				continue
 			}
 			name := string(rec.Name.Full())
+			s.noteConfig(name, rec, cfg.ignore)
 			for _, v := range rec.Values {
 				if cfg.units != nil && !cfg.units[v.Unit] {
 					continue

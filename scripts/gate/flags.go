@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +24,8 @@ type config struct {
 	thresholds *thresholds
 	units      map[string]bool // tidied units to gate on; nil means all
 	filter     *benchproc.Filter
-	changes    bool // print only rows with a significant change
+	changes    bool            // print only rows with a significant change
+	ignore     map[string]bool // config lines not compared between the files
 }
 
 // thresholds maps tidied units to the relative change (0.05 = 5 %) beyond
@@ -116,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	units := fs.String("units", "", "comma-separated `units` to gate on (default all), e.g. sec/op,samples/s")
 	filter := fs.String("filter", "*", "gate only benchmarks matching benchproc filter `query`, e.g. '/backend:cpu'")
 	fs.BoolVar(&cfg.changes, "changes", false, "print only rows with a significant change or no comparison")
+	ignore := fs.String("ignore", "", "comma-separated config line `keys` not to compare between the files, besides "+strings.Join(alwaysIgnored, ", "))
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
@@ -135,6 +138,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		for _, u := range strings.Split(*units, ",") {
 			_, tidy := benchunit.Tidy(1, strings.TrimSpace(u))
 			cfg.units[tidy] = true
+		}
+	}
+	cfg.ignore = map[string]bool{}
+	for _, k := range append(slices.Clone(alwaysIgnored), strings.Split(*ignore, ",")...) {
+		if k = strings.TrimSpace(k); k != "" {
+			cfg.ignore[k] = true
 		}
 	}
 	f, err := benchproc.NewFilter(*filter)

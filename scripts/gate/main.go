@@ -8,7 +8,12 @@
 //     those units. Units are tidied as benchstat does (ns/op becomes sec/op,
 //     p50-latency-ns becomes p50-latency-sec).
 //  2. Group the measurements by full benchmark name and unit. Each group needs
-//     at least -min-runs values on each side.
+//     at least -min-runs values on each side. A benchmark whose results
+//     were measured under different config lines (model:, size:, gpu:...;
+//     commit:, date:, matrix: and -ignore keys aside), within a file or
+//     between the files, stops the gate with exit status 2 naming the
+//     lines: benchstat would split such runs, and comparing them would
+//     compare two setups. A line only one file has is named in a note.
 //  3. Compare each group with golang.org/x/perf/benchmath: the centre is the
 //     median and the test is Mann-Whitney U (as benchstat does), unless the
 //     file declares "Unit X assume=exact". The direction comes from
@@ -60,6 +65,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	head, err := readFile(cfg.head, cfg)
 	if err != nil {
+		return err
+	}
+	if err := checkConfig(stdout, base, head); err != nil {
 		return err
 	}
 	verdicts, err := compare(base, head, cfg)

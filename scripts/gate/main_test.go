@@ -30,6 +30,7 @@ func TestExitStatus(t *testing.T) {
 	}{
 		{"-h prints the usage and succeeds", []string{"-h"}, 0, "usage: gate"},
 		{"an unknown flag fails", []string{"-no-such-flag"}, 2, "flag provided but not defined: -no-such-flag"},
+		{"files of different settings are refused", []string{fixtures + "/resnet18-250.txt", fixtures + "/tiny-64.txt"}, 2, "model: resnet18 in base, tiny in head"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
