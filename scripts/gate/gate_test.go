@@ -71,6 +71,8 @@ func TestGateErrors(t *testing.T) {
 		{"bad threshold", []string{"-threshold", "fast", "a", "b"}, `bad threshold "fast"`},
 		{"bad alpha", []string{"-alpha", "2", "a", "b"}, "-alpha 2 out of (0, 1)"},
 		{"bad filter", []string{"-filter", "/batch:(", "a", "b"}, "-filter"},
+		{"nothing in both files", []string{"-filter", "/batch:1", filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "tiny-64.txt")},
+			"no benchmark and unit is in both"},
 		{"ResNet-18 250x250 against tiny 64x64", []string{filepath.Join(fixtures, "resnet18-250.txt"), filepath.Join(fixtures, "tiny-64.txt")},
 			"were measured with different settings (benchstat puts such runs in separate tables); not comparing them:\n" +
 				"  model: resnet18 in base, tiny in head (1 benchmark)\n  size: 250x250 in base, 64x64 in head (1 benchmark)\n"},

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 func main() {
@@ -73,6 +74,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	verdicts, err := compare(base, head, cfg)
 	if err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(verdicts, func(v verdict) bool { return v.status != onlyBase && v.status != onlyHead }) {
+		return fmt.Errorf("gate: no benchmark and unit is in both %s and %s (after -filter and -units): nothing to compare", cfg.base, cfg.head)
 	}
 	if err := writeTable(stdout, verdicts, cfg); err != nil {
 		return fmt.Errorf("gate: writing table: %w", err)
