@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -81,17 +83,18 @@ func readFile(path string, cfg *config) (*sample, error) {
 type status int
 
 const (
-	unchanged status = iota // no significant change
-	improved                // significant change in the better direction
-	tolerated               // significantly worse, but within the threshold
-	regressed               // significantly worse beyond the threshold: fails
-	ungated                 // threshold is off for this unit
-	onlyBase                // benchmark/unit missing from head
-	onlyHead                // new in head
+	unchanged  status = iota // no significant change
+	improved                 // significant change in the better direction
+	tolerated                // significantly worse, but within the threshold
+	underFloor               // significantly worse beyond the threshold, but by less than the threshold's share of the noise floor
+	regressed                // significantly worse beyond the threshold: fails
+	ungated                  // threshold is off for this unit
+	onlyBase                 // benchmark/unit missing from head
+	onlyHead                 // new in head
 )
 
 func (s status) String() string {
-	return [...]string{"~", "improved", "worse, within threshold", "REGRESSION", "not gated", "missing in head", "new"}[s]
+	return [...]string{"~", "improved", "worse, within threshold", "worse, under noise floor", "REGRESSION", "not gated", "missing in head", "new"}[s]
 }
 
 // verdict is the comparison of one benchmark in one unit.
@@ -103,11 +106,49 @@ type verdict struct {
 	headCI     float64
 	delta      float64 // (head-base)/base
 	cmp        benchmath.Comparison
+	holmP      float64 // cmp.P adjusted for the gated comparisons by Holm-Bonferroni
 	threshold  float64 // relative; negative means off
+	floor      float64 // noise floor in the unit (seconds for time units), 0 for none
 	status     status
 }
 
-// compare compares every benchmark and unit of base with head.
+// gated reports whether v is one of the comparisons that can fail the gate:
+// both files have it and its threshold is on.
+func (v *verdict) gated() bool {
+	return v.status != onlyBase && v.status != onlyHead && v.threshold >= 0
+}
+
+// throughputUnits are the throughput units in order of preference: by
+// default a benchmark is gated on the first it reports (samples/s and req/s
+// and sec/op of one benchmark are the same measurement, rescaled).
+var throughputUnits = []string{"samples/s", "req/s", "sec/op"}
+
+// latencyUnits are the latency percentiles gated by default. p99.9 is left
+// out: with a burst of 100 requests it is the maximum.
+var latencyUnits = []string{"p50-latency-sec", "p90-latency-sec", "p99-latency-sec"}
+
+// defaultUnits returns the units the gate compares for a benchmark that
+// reports units when -units is not given: one throughput unit and the
+// latency percentiles.
+func defaultUnits(units []string) []string {
+	var out []string
+	for _, u := range throughputUnits {
+		if slices.Contains(units, u) {
+			out = append(out, u)
+			break
+		}
+	}
+	for _, u := range latencyUnits {
+		if slices.Contains(units, u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// compare compares every benchmark of base with head in the units cfg
+// selects, and judges each comparison after correcting the p-values of the
+// gated ones for their number (Holm-Bonferroni).
 func compare(base, head *sample, cfg *config) ([]verdict, error) {
 	units := benchfmt.UnitMetadataMap{}
 	for k, v := range base.units {
@@ -125,8 +166,18 @@ func compare(base, head *sample, cfg *config) ([]verdict, error) {
 			keys = append(keys, k)
 		}
 	}
+	unitsOf := map[string][]string{}
 	for _, k := range keys {
+		unitsOf[k.name] = append(unitsOf[k.name], k.unit)
+	}
+	for _, k := range keys {
+		if cfg.units == nil && !cfg.allUnits && !slices.Contains(defaultUnits(unitsOf[k.name]), k.unit) {
+			continue
+		}
 		v := verdict{key: k, better: units.GetBetter(k.unit), threshold: cfg.thresholds.of(k.unit)}
+		if isTime(k.unit) {
+			v.floor = cfg.floor.Seconds()
+		}
 		if v.better == 0 {
 			v.better = -1
 		}
@@ -156,19 +207,93 @@ func compare(base, head *sample, cfg *config) ([]verdict, error) {
 		v.baseCI, v.headCI = relHalfWidth(bsum), relHalfWidth(hsum)
 		v.cmp = assume.Compare(bs, hs)
 		v.delta = relChange(v.base, v.head)
-		v.status = judge(v)
 		out = append(out, v)
 	}
 	if len(few) > 0 {
 		return nil, fmt.Errorf("gate: need at least %d runs per side (run with -count %d or more); too few for:\n  %s",
 			cfg.minRuns, cfg.minRuns, strings.Join(few, "\n  "))
 	}
+	if err := holm(out, cfg.alpha); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].status != onlyBase && out[i].status != onlyHead {
+			out[i].status = judge(out[i])
+		}
+	}
 	return out, nil
 }
 
-// judge decides the status of a compared verdict.
+// holm sets holmP of the gated verdicts: their p-values adjusted by the
+// Holm-Bonferroni step-down method, so that the chance that any of them is
+// significant when nothing changed stays at most alpha, however many there
+// are and however they depend on each other. With m comparisons sorted by p,
+// the i-th (from 0) gets max over j <= i of min(1, (m-j) p_j).
+//
+// It returns an error when no gated comparison can reach alpha/m, the bar of
+// the first step: with too few runs for so many comparisons the gate could
+// never fail.
+func holm(vs []verdict, alpha float64) error {
+	var idx []int
+	for i := range vs {
+		if vs[i].gated() {
+			idx = append(idx, i)
+		}
+	}
+	m := len(idx)
+	if m == 0 {
+		return nil
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(vs[a].cmp.P, vs[b].cmp.P) })
+	running := 0.0
+	for j, i := range idx {
+		running = max(running, min(1, float64(m-j)*vs[i].cmp.P))
+		vs[i].holmP = running
+	}
+	best := math.Inf(1)
+	var runs int
+	for _, i := range idx {
+		if p := minP(vs[i]); p < best {
+			best, runs = p, min(vs[i].cmp.N1, vs[i].cmp.N2)
+		}
+	}
+	if best >= alpha/float64(m) {
+		need := runs
+		for minUTestP(need, need) >= alpha/float64(m) {
+			need++
+		}
+		return fmt.Errorf("gate: %d comparisons: Holm-Bonferroni needs p < %.2g (alpha/%d) for the first, but %d runs per side give at best p = %.2g; run at least %d per side, or gate fewer benchmarks or units (-filter, -units)",
+			m, alpha/float64(m), m, runs, best, need)
+	}
+	return nil
+}
+
+// minP returns the smallest p-value v's test can give with its sample
+// sizes: 0 for an exact comparison (any difference is significant).
+func minP(v verdict) float64 {
+	if v.cmp.P == 0 {
+		return 0
+	}
+	return minUTestP(v.cmp.N1, v.cmp.N2)
+}
+
+// minUTestP returns the smallest two-sided p-value of the Mann-Whitney U test
+// with samples of n1 and n2 values without ties: both samples entirely apart,
+// 2 of the C(n1+n2, n1) equally likely orderings.
+func minUTestP(n1, n2 int) float64 {
+	c := 1.0
+	for i := 1; i <= n1; i++ {
+		c = c * float64(n2+i) / float64(i)
+	}
+	return min(1, 2/c)
+}
+
+// judge decides the status of a compared verdict: significant means its
+// Holm-adjusted p-value is below alpha. A time figure below the noise floor
+// is judged against the floor: it regresses only if its change exceeds the
+// threshold's share of the floor.
 func judge(v verdict) status {
-	significant := v.cmp.P < v.cmp.Alpha
+	significant := v.holmP < v.cmp.Alpha
 	switch {
 	case v.threshold < 0:
 		return ungated
@@ -176,11 +301,18 @@ func judge(v verdict) status {
 		return unchanged
 	case float64(v.better)*v.delta > 0:
 		return improved
-	case math.Abs(v.delta) > v.threshold:
-		return regressed
-	default:
+	case math.Abs(v.delta) <= v.threshold:
 		return tolerated
+	case v.floor > 0 && math.Abs(v.head-v.base) <= v.threshold*v.floor:
+		return underFloor
+	default:
+		return regressed
 	}
+}
+
+// isTime reports whether a tidied unit measures seconds.
+func isTime(unit string) bool {
+	return unit == "sec/op" || strings.HasSuffix(unit, "-sec")
 }
 
 // relChange returns (head-base)/base; equal values give 0 and a zero base

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/perf/benchmath"
 	"golang.org/x/perf/benchproc"
@@ -22,7 +23,9 @@ type config struct {
 	alpha      float64 // significance level of the Mann-Whitney U test
 	minRuns    int     // fewest measurements per side and group
 	thresholds *thresholds
-	units      map[string]bool // tidied units to gate on; nil means all
+	units      map[string]bool // tidied units to gate on; nil means the defaults (see defaultUnits)
+	allUnits   bool            // -units all: every unit
+	floor      time.Duration   // noise floor of time figures
 	filter     *benchproc.Filter
 	changes    bool            // print only rows with a significant change
 	ignore     map[string]bool // config lines not compared between the files
@@ -112,10 +115,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"Fails (exit 1) when a benchmark got significantly worse than a threshold.\n\n")
 		fs.PrintDefaults()
 	}
-	fs.Float64Var(&cfg.alpha, "alpha", benchmath.DefaultThresholds.CompareAlpha, "a change is significant if the Mann-Whitney U p-value is below `α`")
+	fs.Float64Var(&cfg.alpha, "alpha", benchmath.DefaultThresholds.CompareAlpha, "a change is significant if its Mann-Whitney U p-value, adjusted for the number of comparisons (Holm-Bonferroni), is below `α`")
 	fs.IntVar(&cfg.minRuns, "min-runs", 6, "fewest runs per side and benchmark (`n`); fewer is an error")
 	fs.Var(cfg.thresholds, "threshold", "fail on a significant change worse than `pct`; repeatable: 5%, p99-latency-ns=10%, cpu-util-pct=off")
-	units := fs.String("units", "", "comma-separated `units` to gate on (default all), e.g. sec/op,samples/s")
+	units := fs.String("units", "", "comma-separated `units` to gate on, e.g. sec/op,samples/s, or all (default: per benchmark one throughput unit, samples/s, req/s or sec/op, and p50, p90 and p99 latency)")
+	fs.DurationVar(&cfg.floor, "floor", time.Microsecond, "noise floor of time figures: one below `duration` is judged against it, so it must change by more than the threshold's share of the floor to regress (0: none)")
 	filter := fs.String("filter", "*", "gate only benchmarks matching benchproc filter `query`, e.g. '/backend:cpu'")
 	fs.BoolVar(&cfg.changes, "changes", false, "print only rows with a significant change or no comparison")
 	ignore := fs.String("ignore", "", "comma-separated config line `keys` not to compare between the files, besides "+strings.Join(alwaysIgnored, ", "))
@@ -133,7 +137,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.minRuns < 2 {
 		return nil, fmt.Errorf("gate: -min-runs %d: need at least 2", cfg.minRuns)
 	}
-	if *units != "" {
+	if cfg.floor < 0 {
+		return nil, fmt.Errorf("gate: -floor %v: must not be negative", cfg.floor)
+	}
+	if *units == "all" {
+		cfg.allUnits = true
+	} else if *units != "" {
 		cfg.units = map[string]bool{}
 		for _, u := range strings.Split(*units, ",") {
 			_, tidy := benchunit.Tidy(1, strings.TrimSpace(u))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchmath"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/gate")
@@ -29,6 +30,7 @@ func TestGateGolden(t *testing.T) {
 		{"looser threshold passes the regression", []string{"-changes", "-threshold", "20%", "base.txt", "regression.txt"}, "regression-20pct.golden", nil},
 		{"per-unit threshold and unit selection", []string{"-units", "samples/s,req/s,p99-latency-ns", "-threshold", "samples/s=15%,req/s=off", "base.txt", "regression.txt"}, "regression-units.golden", ErrRegression},
 		{"filter keeps the unchanged benchmark only", []string{"-filter", "/batch:1", "base.txt", "regression.txt"}, "regression-batch1.golden", nil},
+		{"every unit", []string{"-units", "all", "base.txt", "regression.txt"}, "regression-all.golden", ErrRegression},
 		{"reversed files report an improvement", []string{"-changes", "-units", "samples/s", "regression.txt", "base.txt"}, "improved.golden", nil},
 	}
 	for _, tt := range tests {
@@ -71,6 +73,8 @@ func TestGateErrors(t *testing.T) {
 		{"bad threshold", []string{"-threshold", "fast", "a", "b"}, `bad threshold "fast"`},
 		{"bad alpha", []string{"-alpha", "2", "a", "b"}, "-alpha 2 out of (0, 1)"},
 		{"bad filter", []string{"-filter", "/batch:(", "a", "b"}, "-filter"},
+		{"too few runs for so many comparisons", []string{"-min-runs", "4", "-units", "all", filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "few.txt")},
+			"gate: 32 comparisons: Holm-Bonferroni needs p < 0.0016 (alpha/32) for the first, but 4 runs per side give at best p = 0.004; run at least 7 per side"},
 		{"nothing in both files", []string{"-filter", "/batch:1", filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "tiny-64.txt")},
 			"no benchmark and unit is in both"},
 		{"ResNet-18 250x250 against tiny 64x64", []string{filepath.Join(fixtures, "resnet18-250.txt"), filepath.Join(fixtures, "tiny-64.txt")},
@@ -116,12 +120,16 @@ func TestThresholds(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	sig := func(v verdict) verdict { v.cmp.P, v.cmp.Alpha = 0.001, 0.05; return v }
+	sig := func(v verdict) verdict { v.cmp.P, v.holmP, v.cmp.Alpha = 0.001, 0.001, 0.05; return v }
 	tests := []struct {
 		name string
 		v    verdict
 		want status
 	}{
+		{"significant alone but not after Holm", verdict{better: -1, delta: 0.5, threshold: 0.05, cmp: benchmath.Comparison{P: 0.01, Alpha: 0.05}, holmP: 0.13}, unchanged},
+		{"sub-µs figure changed by less than 5 % of the 1 µs floor", sig(verdict{better: -1, base: 100e-9, head: 140e-9, delta: 0.4, threshold: 0.05, floor: 1e-6}), underFloor},
+		{"sub-µs figure changed by more than 5 % of the 1 µs floor", sig(verdict{better: -1, base: 100e-9, head: 160e-9, delta: 0.6, threshold: 0.05, floor: 1e-6}), regressed},
+		{"figure above the floor is judged on its own", sig(verdict{better: -1, base: 2e-6, head: 2.2e-6, delta: 0.1, threshold: 0.05, floor: 1e-6}), regressed},
 		{"not significant", verdict{better: -1, delta: 0.5, threshold: 0.05}, unchanged},
 		{"slower beyond threshold", sig(verdict{better: -1, delta: 0.06, threshold: 0.05}), regressed},
 		{"fewer samples/s beyond threshold", sig(verdict{better: 1, delta: -0.10, threshold: 0.05}), regressed},
@@ -159,6 +167,6 @@ func TestCompareOnlyOneSide(t *testing.T) {
 
 	var out bytes.Buffer
 	require.NoError(t, summarize(&out, vs), "benchmarks on one side only must not fail the gate")
-	assert.Contains(t, out.String(), "1 comparisons: 0 regressed")
+	assert.Contains(t, out.String(), "1 comparisons, 1 gated (p-values adjusted by Holm-Bonferroni): 0 regressed")
 	assert.Contains(t, out.String(), "1 only in base, 1 only in head")
 }

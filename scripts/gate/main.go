@@ -4,25 +4,30 @@
 // The gate works in four steps:
 //
 //  1. Read both files with golang.org/x/perf/benchfmt; keep the results that
-//     match -filter (benchproc filter syntax) and, if -units is set, only
-//     those units. Units are tidied as benchstat does (ns/op becomes sec/op,
-//     p50-latency-ns becomes p50-latency-sec).
-//  2. Group the measurements by full benchmark name and unit. Each group needs
-//     at least -min-runs values on each side. A benchmark whose results
-//     were measured under different config lines (model:, size:, gpu:...;
-//     commit:, date:, matrix: and -ignore keys aside), within a file or
-//     between the files, stops the gate with exit status 2 naming the
-//     lines: benchstat would split such runs, and comparing them would
-//     compare two setups. A line only one file has is named in a note.
-//  3. Compare each group with golang.org/x/perf/benchmath: the centre is the
-//     median and the test is Mann-Whitney U (as benchstat does), unless the
-//     file declares "Unit X assume=exact". The direction comes from
+//     match -filter (benchproc filter syntax). Units are tidied as benchstat
+//     does (ns/op becomes sec/op, p50-latency-ns becomes p50-latency-sec).
+//  2. Group the measurements by full benchmark name and unit. A benchmark
+//     whose results were measured under different config lines (model:,
+//     size:, gpu:...; commit:, date:, matrix: and -ignore keys aside),
+//     within a file or between the files, stops the gate with exit status 2
+//     naming the lines: benchstat would split such runs, and comparing them
+//     would compare two setups. A line only one file has is named in a note.
+//  3. Compare, per benchmark, the units -units selects (by default one
+//     throughput unit, samples/s, req/s or sec/op, and the p50, p90 and p99
+//     latencies) with golang.org/x/perf/benchmath: the centre is the median
+//     and the test is Mann-Whitney U (as benchstat does), unless the file
+//     declares "Unit X assume=exact". Each group needs at least -min-runs
+//     values on each side. The p-values of the gated comparisons are
+//     adjusted by the Holm-Bonferroni method, so that the chance of a false
+//     alarm over all of them stays at most -alpha. The direction comes from
 //     "Unit X better=higher|lower" lines; a unit without one is taken as
 //     lower-is-better.
-//  4. A group is a regression only when the change is statistically
-//     significant (p < -alpha) and worse than its threshold (-threshold,
-//     5 % by default, per unit overridable). Print the verdict table; exit
-//     with status 1 if any group regressed, 2 on a usage or input error.
+//  4. A group is a regression only when the adjusted p-value is below
+//     -alpha and the change is worse than its threshold (-threshold, 5 % by
+//     default, per unit overridable); a time figure below the noise floor
+//     (-floor, 1 µs) is judged against the floor. Print the verdict table;
+//     exit with status 1 if any group regressed, 2 on a usage or input
+//     error.
 //
 // Usage:
 //

@@ -13,13 +13,14 @@ import (
 // writeTable prints the verdicts grouped by benchmark: a line with the
 // benchmark's name, then one row per unit with the base and head centres and
 // their 95 % confidence intervals, the change, the test's p-value and sample
-// sizes, the threshold and the verdict.
+// sizes, the p-value adjusted by Holm-Bonferroni, the threshold and the
+// verdict.
 func writeTable(w io.Writer, vs []verdict, cfg *config) error {
 	type line struct {
 		name  string   // benchmark name heading, or ""
 		cells []string // a row of the table
 	}
-	lines := []line{{cells: []string{"unit", "better", "base", "head", "change", "test", "threshold", "verdict"}}}
+	lines := []line{{cells: []string{"unit", "better", "base", "head", "change", "test", "Holm p", "threshold", "verdict"}}}
 	last := ""
 	for _, v := range vs {
 		if cfg.changes && v.status == unchanged {
@@ -35,15 +36,19 @@ func writeTable(w io.Writer, vs []verdict, cfg *config) error {
 		}
 		switch v.status {
 		case onlyBase, onlyHead:
-			lines = append(lines, line{cells: []string{v.key.unit, dir, "", "", "", "", "", v.status.String()}})
+			lines = append(lines, line{cells: []string{v.key.unit, dir, "", "", "", "", "", "", v.status.String()}})
 			continue
 		}
 		sc := benchunit.CommonScale([]float64{v.base, v.head}, benchunit.ClassOf(v.key.unit))
+		holmP := ""
+		if v.gated() {
+			holmP = fmt.Sprintf("%.3f", v.holmP)
+		}
 		lines = append(lines, line{cells: []string{
 			v.key.unit, dir,
 			sc.Format(v.base) + " ± " + pct(v.baseCI, false),
 			sc.Format(v.head) + " ± " + pct(v.headCI, false),
-			pct(v.delta, true), v.cmp.String(), formatPct(v.threshold), v.status.String(),
+			pct(v.delta, true), v.cmp.String(), holmP, formatPct(v.threshold), v.status.String(),
 		}})
 	}
 	// Align the rows across all benchmarks; the name headings stand alone.
@@ -95,8 +100,8 @@ func summarize(w io.Writer, vs []verdict) error {
 		counts[v.status]++
 	}
 	compared := len(vs) - counts[onlyBase] - counts[onlyHead]
-	fmt.Fprintf(w, "\n%d comparisons: %d regressed, %d worse within threshold, %d improved, %d unchanged, %d not gated; %d only in base, %d only in head\n",
-		compared, counts[regressed], counts[tolerated], counts[improved], counts[unchanged], counts[ungated], counts[onlyBase], counts[onlyHead])
+	fmt.Fprintf(w, "\n%d comparisons, %d gated (p-values adjusted by Holm-Bonferroni): %d regressed, %d worse within threshold, %d worse under noise floor, %d improved, %d unchanged, %d not gated; %d only in base, %d only in head\n",
+		compared, compared-counts[ungated], counts[regressed], counts[tolerated], counts[underFloor], counts[improved], counts[unchanged], counts[ungated], counts[onlyBase], counts[onlyHead])
 	if n := counts[regressed]; n > 0 {
 		fmt.Fprintf(w, "gate: FAIL\n")
 		return fmt.Errorf("%w: %d of %d comparisons are significantly worse than their threshold (rows marked REGRESSION)", ErrRegression, n, compared)
