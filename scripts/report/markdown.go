@@ -70,19 +70,9 @@ func writeBenchmark(b *strings.Builder, base string, gs []*group) {
 			}
 		}
 	}
-	scales := make([]scale, len(units))
-	for i, u := range units {
-		// Scale the column for its typical (median) value.
-		var all []float64
-		for _, g := range gs {
-			all = append(all, g.values[u]...)
-		}
-		slices.Sort(all)
-		scales[i] = scaleFor(u, all[len(all)/2])
-	}
 	header := append(slices.Clone(varying), "runs")
-	for _, s := range scales {
-		header = append(header, s.label)
+	for _, u := range units {
+		header = append(header, title(u))
 	}
 	writeRow(b, header)
 	writeRow(b, slices.Repeat([]string{"---"}, len(header)))
@@ -92,13 +82,13 @@ func writeBenchmark(b *strings.Builder, base string, gs []*group) {
 			row = append(row, g.get(k))
 		}
 		row = append(row, fmt.Sprint(runs(g)))
-		for i, u := range units {
+		for _, u := range units {
 			st, ok := g.stat(u)
 			if !ok {
 				row = append(row, "")
 				continue
 			}
-			row = append(row, scales[i].format(st.mean)+" ± "+scales[i].format(st.std))
+			row = append(row, format(u, st.mean)+" ± "+format(u, st.std))
 		}
 		writeRow(b, row)
 	}
@@ -118,15 +108,14 @@ func writeBenchmark(b *strings.Builder, base string, gs []*group) {
 		writeRow(b, slices.Repeat([]string{"---"}, 5))
 		for _, u := range g.units {
 			st, _ := g.stat(u)
-			s := scaleFor(u, st.mean, st.median)
 			ci := "n/a (needs 6 runs)"
 			if st.ciOK {
-				ci = fmt.Sprintf("[%s, %s]", s.format(st.lo), s.format(st.hi))
+				ci = fmt.Sprintf("[%s, %s]", format(u, st.lo), format(u, st.hi))
 			}
 			writeRow(b, []string{
-				s.label,
-				s.format(st.mean) + " ± " + s.format(st.std),
-				s.format(st.median),
+				title(u),
+				format(u, st.mean) + " ± " + format(u, st.std),
+				format(u, st.median),
 				ci,
 				fmt.Sprint(st.n),
 			})

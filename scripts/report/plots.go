@@ -111,7 +111,7 @@ func lineStyle(i int) (color.Color, []vg.Length, draw.GlyphStyle) {
 // linePlot adds one line per series of the median of unit against batch
 // size, with the 95 % confidence interval as error bars, and returns the
 // legend entries.
-func linePlot(p *plot.Plot, ss []series, unit string, sc scale, dashed bool) ([]legendEntry, error) {
+func linePlot(p *plot.Plot, ss []series, unit string, factor float64, dashed bool) ([]legendEntry, error) {
 	var entries []legendEntry
 	for i, s := range ss {
 		var xys plotter.XYs
@@ -121,11 +121,11 @@ func linePlot(p *plot.Plot, ss []series, unit string, sc scale, dashed bool) ([]
 			if !ok || st.median <= 0 {
 				continue
 			}
-			m := st.median / sc.factor
+			m := st.median / factor
 			xys = append(xys, plotter.XY{X: float64(g.batch), Y: m})
 			e := struct{ Low, High float64 }{}
 			if st.ciOK {
-				e.Low, e.High = m-st.lo/sc.factor, st.hi/sc.factor-m
+				e.Low, e.High = m-st.lo/factor, st.hi/factor-m
 			}
 			errs = append(errs, e)
 		}
@@ -214,13 +214,13 @@ func drawThroughput(path string, ss []series) (bool, error) {
 	if !hasUnit(ss, unit) {
 		return false, nil
 	}
-	sc := scale{label: "throughput (samples/s)", factor: 1}
-	p := newPlot("Throughput vs batch size (median, 95 % CI)", sc.label, ss)
-	entries, err := linePlot(p, ss, unit, sc, false)
+	label := "throughput (samples/s)"
+	p := newPlot("Throughput vs batch size (median, 95 % CI)", label, ss)
+	entries, err := linePlot(p, ss, unit, 1, false)
 	if err != nil {
 		return false, err
 	}
-	useLogY(p, sc.label)
+	useLogY(p, label)
 	return true, save(path, [][]*plot.Plot{{p}}, panelWidth, panelHeight, "", entries)
 }
 
@@ -237,14 +237,13 @@ func drawLatency(path string, ss []series) (bool, error) {
 			all = append(all, g.values["p99-latency-sec"]...)
 		}
 	}
-	sc := scaleFor("p50-latency-sec", all...)
-	unitName := strings.TrimPrefix(sc.label, "p50 latency ")
+	factor, unitName := axisUnit("p50-latency-sec", slices.Max(all))
 	var panels []*plot.Plot
 	var entries []legendEntry
 	for _, q := range []string{"p50", "p99"} {
-		label := q + " latency " + unitName
+		label := q + " latency (" + unitName + ")"
 		p := newPlot(q+" latency vs batch size (median, 95 % CI)", label, ss)
-		e, err := linePlot(p, ss, q+"-latency-sec", sc, false)
+		e, err := linePlot(p, ss, q+"-latency-sec", factor, false)
 		if err != nil {
 			return false, err
 		}
@@ -326,17 +325,17 @@ func drawStages(path string, ss []series) (bool, error) {
 				}
 				totals = append(totals, t)
 			}
-			sc := scaleFor("queue-sec", totals...)
+			factor, unitName := axisUnit("queue-sec", slices.Max(totals))
 			p := plot.New()
 			p.Title.Text = title
-			p.X.Label.Text = "time " + strings.TrimPrefix(sc.label, "queue ")
+			p.X.Label.Text = "time (" + unitName + ")"
 			p.Add(plotter.NewGrid())
 			var below *plotter.BarChart
 			for k := first; k < len(stages); k++ {
 				st := stages[k]
 				scaled := make(plotter.Values, len(vals[k]))
 				for i, v := range vals[k] {
-					scaled[i] = v / sc.factor
+					scaled[i] = v / factor
 				}
 				bar, err := plotter.NewBarChart(scaled, vg.Points(14))
 				if err != nil {

@@ -145,26 +145,45 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestScaleFor(t *testing.T) {
+func TestFormat(t *testing.T) {
 	tests := []struct {
-		unit   string
-		values []float64
-		label  string
-		text   string // format of values[0]
+		unit string
+		v    float64
+		want string
 	}{
-		{"p50-latency-sec", []float64{0.0213}, "p50 latency (ms)", "21.30"},
-		{"sec/op", []float64{2.6e-6}, "time/op (µs)", "2.600"},
-		{"warmup-sec", []float64{1.5}, "warm-up (s)", "1.500"},
-		{"h2d-sec", []float64{3e-8}, "copy in (H2D) (ns)", "30.00"},
-		{"samples/s", []float64{40123.4}, "samples/s", "40123"},
-		{"widgets/op", []float64{0.5}, "widgets/op", "0.5000"},
+		{"p50-latency-sec", 0.0213, "21.30ms"},
+		{"sec/op", 2.6e-6, "2.600µs"},
+		{"warmup-sec", 1.5, "1.500s"},
+		{"h2d-sec", 3e-8, "30.00ns"},
+		{"samples/s", 40123.4, "40.12k"},
+		{"samples/s", 731.2, "731.2"},
+		{"gpu-util-pct", 58.8, "58.80"},
+		{"widgets/op", 0.5, "0.500"},
+		{"cpu-util-pct", 0.7928, "0.793"},
+		{"req/s", 0.004041, "0.00404"},
+		{"samples/s", 0, "0.000"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.unit, func(t *testing.T) {
-			s := scaleFor(tt.unit, tt.values...)
-			assert.Equal(t, tt.label, s.label)
-			assert.Equal(t, tt.text, s.format(tt.values[0]))
-		})
+		assert.Equal(t, tt.want, format(tt.unit, tt.v), "format(%q, %g)", tt.unit, tt.v)
+	}
+}
+
+func TestAxisUnit(t *testing.T) {
+	tests := []struct {
+		unit   string
+		big    float64
+		factor float64
+		name   string
+	}{
+		{"p99-latency-sec", 2.6, 1, "s"},
+		{"p99-latency-sec", 0.45, 1e-3, "ms"},
+		{"queue-sec", 3e-5, 1e-6, "µs"},
+		{"samples/s", 54000, 1, ""},
+	}
+	for _, tt := range tests {
+		factor, name := axisUnit(tt.unit, tt.big)
+		assert.Equal(t, tt.factor, factor, "axisUnit(%q, %g) factor", tt.unit, tt.big)
+		assert.Equal(t, tt.name, name, "axisUnit(%q, %g) name", tt.unit, tt.big)
 	}
 }
 

@@ -5,14 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-)
 
-// scale says how to print the values of one unit: divide by factor and
-// label the column with label (e.g. factor 1e-3 and "p50 latency (ms)").
-type scale struct {
-	label  string
-	factor float64
-}
+	"golang.org/x/perf/benchunit"
+)
 
 // titles gives readable names to the units our suites report (tidied, as
 // benchfmt returns them: ns becomes sec).
@@ -69,52 +64,38 @@ func isTime(unit string) bool {
 	return unit == "sec/op" || strings.HasSuffix(unit, "-sec")
 }
 
-// scaleFor picks a readable scale for values in a tidied unit: time units
-// get s, ms, µs or ns by the largest value; other units are printed as is.
-func scaleFor(unit string, values ...float64) scale {
-	title, ok := titles[unit]
-	if !ok {
-		title = unit
+// title returns a readable name for a tidied unit.
+func title(unit string) string {
+	if t, ok := titles[unit]; ok {
+		return t
 	}
+	return unit
+}
+
+// format prints v, in a tidied unit, as benchstat does: with
+// golang.org/x/perf/benchunit's SI prefix and at least three significant
+// digits, and "s" after the prefix of a time ("21.30ms", "40.12k", "97.20").
+// A fraction of a unit that is not a time gets no prefix ("0.793", not
+// "792.8m", which reads as a unit of its own).
+func format(unit string, v float64) string {
+	if isTime(unit) {
+		return benchunit.Scale(v, benchunit.Decimal) + "s"
+	}
+	if a := math.Abs(v); a > 0 && a < 1 {
+		prec := 2 - int(math.Floor(math.Log10(a)))
+		return strconv.FormatFloat(v, 'f', prec, 64)
+	}
+	return benchunit.Scale(v, benchunit.ClassOf(unit))
+}
+
+// axisUnit returns the factor to divide the values of a tidied time unit by
+// for an axis whose largest value is big, and the unit's name on that axis
+// (benchunit's prefix for big and "s": "ms"). Other units are plotted as
+// they are (their ticks carry k and M): factor 1 and an empty name.
+func axisUnit(unit string, big float64) (factor float64, name string) {
 	if !isTime(unit) {
-		return scale{label: title, factor: 1}
+		return 1, ""
 	}
-	big := 0.0
-	for _, v := range values {
-		big = math.Max(big, math.Abs(v))
-	}
-	prefix, factor := "ns", 1e-9
-	switch {
-	case big >= 1:
-		prefix, factor = "s", 1
-	case big >= 1e-3:
-		prefix, factor = "ms", 1e-3
-	case big >= 1e-6:
-		prefix, factor = "µs", 1e-6
-	}
-	return scale{label: title + " (" + prefix + ")", factor: factor}
-}
-
-// format prints v in this scale with about four significant digits.
-func (s scale) format(v float64) string {
-	return formatNum(v / s.factor)
-}
-
-// formatNum prints v with about four significant digits and no exponent.
-func formatNum(v float64) string {
-	a := math.Abs(v)
-	prec := 0
-	switch {
-	case a == 0 || a >= 1000:
-		prec = 0
-	case a >= 100:
-		prec = 1
-	case a >= 10:
-		prec = 2
-	case a >= 1:
-		prec = 3
-	default:
-		prec = 4
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
+	sc := benchunit.CommonScale([]float64{big}, benchunit.Decimal)
+	return sc.Factor, sc.Prefix + "s"
 }
