@@ -6,81 +6,80 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 )
 
-// appendMicros appends ns nanoseconds as microseconds, exactly.
-func appendMicros(buf []byte, ns int64) []byte {
-	return strconv.AppendFloat(buf, float64(ns)/1e3, 'f', -1, 64)
+// metaEvent names or orders a process or thread ("ph":"M").
+type metaEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   int            `json:"ts"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args"`
 }
 
-func appendMeta(buf []byte, name string, pid, tid int, key string, value any) []byte {
-	buf = append(buf, `{"name":"`...)
-	buf = append(buf, name...)
-	buf = append(buf, `","ph":"M","ts":0,"pid":`...)
-	buf = strconv.AppendInt(buf, int64(pid), 10)
-	buf = append(buf, `,"tid":`...)
-	buf = strconv.AppendInt(buf, int64(tid), 10)
-	buf = append(buf, `,"args":{"`...)
-	buf = append(buf, key...)
-	buf = append(buf, `":`...)
-	switch v := value.(type) {
-	case string:
-		q, _ := json.Marshal(v) // a string always encodes
-		buf = append(buf, q...)
-	case int:
-		buf = strconv.AppendInt(buf, int64(v), 10)
+// spanEvent is one span as a complete event ("ph":"X"); times are in µs.
+type spanEvent struct {
+	Name string   `json:"name"`
+	Cat  string   `json:"cat"`
+	Ph   string   `json:"ph"`
+	Ts   float64  `json:"ts"`
+	Dur  float64  `json:"dur"`
+	Pid  int      `json:"pid"`
+	Tid  int      `json:"tid"`
+	Args spanArgs `json:"args"`
+}
+
+// spanArgs are a span's details, in key order. A batch's stage spans say
+// which clock timed them and list the batch's requests; a queue span names
+// its request. Pointers tell an absent value from a zero one.
+type spanArgs struct {
+	Batch     int64     `json:"batch"`
+	Clock     string    `json:"clock,omitempty"`       // "host" or "device"
+	DeviceUS  *float64  `json:"device_us,omitempty"`   // device-measured duration
+	HostUS    *float64  `json:"host_us,omitempty"`     // the host span's duration
+	Images    *int64    `json:"images,omitempty"`      // the request's images
+	Request   *uint64   `json:"request,omitempty"`     // the request's ID
+	Requests  *[]uint64 `json:"requests,omitempty"`    // the batch's request IDs
+	SendLagUS *float64  `json:"send_lag_us,omitempty"` // admitted - sent
+	Worker    int       `json:"worker"`
+}
+
+// micros returns ns nanoseconds as microseconds.
+func micros(ns int64) float64 { return float64(ns) / 1e3 }
+
+// newSpanEvent returns s as a complete event with times from origin.
+func newSpanEvent(s *span, origin int64) spanEvent {
+	e := spanEvent{
+		Name: kindNames[s.key.kind], Cat: "inference", Ph: "X",
+		Ts: micros(s.start - origin), Dur: micros(s.end - s.start), Pid: s.pid, Tid: s.tid,
+		Args: spanArgs{Batch: s.batch.images, Worker: s.batch.rec.worker},
 	}
-	return append(buf, "}}"...)
-}
-
-// appendEvent appends s as a complete event; its args are in key order.
-func appendEvent(buf []byte, s *span, origin int64) []byte {
-	buf = append(buf, `{"name":"`...)
-	buf = append(buf, kindNames[s.key.kind]...)
-	buf = append(buf, `","cat":"inference","ph":"X","ts":`...)
-	buf = appendMicros(buf, s.start-origin)
-	buf = append(buf, `,"dur":`...)
-	buf = appendMicros(buf, s.end-s.start)
-	buf = append(buf, `,"pid":`...)
-	buf = strconv.AppendInt(buf, int64(s.pid), 10)
-	buf = append(buf, `,"tid":`...)
-	buf = strconv.AppendInt(buf, int64(s.tid), 10)
-	buf = append(buf, `,"args":{"batch":`...)
-	buf = strconv.AppendInt(buf, s.batch.images, 10)
-	if s.request < 0 {
-		if !s.device {
-			buf = append(buf, `,"clock":"host"`...)
-		} else {
-			buf = append(buf, `,"clock":"device","device_us":`...)
-			buf = appendMicros(buf, s.deviceDur)
-			if s.hostDur != absent {
-				buf = append(buf, `,"host_us":`...)
-				buf = appendMicros(buf, s.hostDur)
-			}
-		}
-		buf = append(buf, `,"requests":[`...)
-		for i, q := range s.batch.reqs {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = strconv.AppendUint(buf, q.id, 10)
-		}
-		buf = append(buf, ']')
-	} else {
+	if s.request >= 0 {
 		q := s.batch.reqs[s.request]
-		buf = append(buf, `,"images":`...)
-		buf = strconv.AppendInt(buf, q.images, 10)
-		buf = append(buf, `,"request":`...)
-		buf = strconv.AppendUint(buf, q.id, 10)
+		e.Args.Images, e.Args.Request = &q.images, &q.id
 		if q.sent != absent {
-			buf = append(buf, `,"send_lag_us":`...)
-			buf = appendMicros(buf, q.admitted-q.sent)
+			lag := micros(q.admitted - q.sent)
+			e.Args.SendLagUS = &lag
+		}
+		return e
+	}
+	e.Args.Clock = "host"
+	if s.device {
+		e.Args.Clock = "device"
+		dev := micros(s.deviceDur)
+		e.Args.DeviceUS = &dev
+		if s.hostDur != absent {
+			host := micros(s.hostDur)
+			e.Args.HostUS = &host
 		}
 	}
-	buf = append(buf, `,"worker":`...)
-	buf = strconv.AppendInt(buf, int64(s.batch.rec.worker), 10)
-	return append(buf, "}}"...)
+	ids := make([]uint64, len(s.batch.reqs))
+	for i, q := range s.batch.reqs {
+		ids[i] = q.id
+	}
+	e.Args.Requests = &ids
+	return e
 }
 
 // WriteJSON writes the recorded batches to w in the Chrome trace event JSON
@@ -94,15 +93,22 @@ func (r *Recorder) WriteJSON(w io.Writer) error {
 		spans, lanes, origin = layout(r.snapshot())
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	buf := make([]byte, 0, 1024)
-	buf = append(buf, `{"traceEvents": [`...)
-	first := true
-	next := func() {
-		if !first {
-			buf = append(buf, ',')
+	bw.WriteString(`{"traceEvents": [`)
+	sep := "\n"
+	var err error
+	write := func(e any) {
+		if err != nil {
+			return
 		}
-		first = false
-		buf = append(buf, '\n')
+		var line []byte
+		if line, err = json.Marshal(e); err == nil {
+			bw.WriteString(sep)
+			bw.Write(line)
+			sep = ",\n"
+		}
+	}
+	meta := func(name string, pid, tid int, key string, value any) {
+		write(metaEvent{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{key: value}})
 	}
 	tid := 0
 	for i, l := range lanes {
@@ -110,26 +116,19 @@ func (r *Recorder) WriteJSON(w io.Writer) error {
 		tid++
 		if i == 0 || lanes[i-1].key.device != l.key.device {
 			tid = 1
-			next()
-			buf = appendMeta(buf, "process_name", pid, 0, "name", processName(l.key.device))
-			next()
-			buf = appendMeta(buf, "process_sort_index", pid, 0, "sort_index", pid)
+			meta("process_name", pid, 0, "name", processName(l.key.device))
+			meta("process_sort_index", pid, 0, "sort_index", pid)
 		}
-		next()
-		buf = appendMeta(buf, "thread_name", pid, tid, "name", l.name())
-		next()
-		buf = appendMeta(buf, "thread_sort_index", pid, tid, "sort_index", tid)
+		meta("thread_name", pid, tid, "name", l.name())
+		meta("thread_sort_index", pid, tid, "sort_index", tid)
 	}
 	for _, s := range spans {
-		next()
-		buf = appendEvent(buf, s, origin)
-		if len(buf) > 32<<10 {
-			bw.Write(buf)
-			buf = buf[:0]
-		}
+		write(newSpanEvent(s, origin))
 	}
-	buf = append(buf, "\n],\n\"displayTimeUnit\": \"ns\"}\n"...)
-	bw.Write(buf)
+	if err != nil {
+		return fmt.Errorf("trace: encoding: %w", err)
+	}
+	bw.WriteString("\n],\n\"displayTimeUnit\": \"ns\"}\n")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("trace: writing: %w", err)
 	}
