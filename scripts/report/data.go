@@ -180,12 +180,24 @@ func summarize(values []float64) stats {
 	return s
 }
 
-// stat returns the statistics of a group in a tidied unit and whether the
-// group has that unit.
+// stat returns the statistics of a group's measured values in a tidied unit
+// and whether there are any.
 func (g *group) stat(unit string) (stats, bool) {
-	v, ok := g.values[unit]
-	if !ok {
+	v := measured(g, unit)
+	if len(v) == 0 {
 		return stats{}, false
 	}
 	return summarize(v), true
+}
+
+// measured returns the values of unit that g's runs measured. Files written
+// before the suite reported gpu-util-samples print gpu-util-pct 0 for a run
+// in which NVML took no sample (a run shorter than its 100 ms period): in
+// such files a zero GPU utilisation is left out as not measured.
+func measured(g *group, unit string) []float64 {
+	v := g.values[unit]
+	if _, counted := g.values["gpu-util-samples"]; unit != "gpu-util-pct" || counted {
+		return v
+	}
+	return slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return x == 0 })
 }

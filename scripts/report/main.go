@@ -15,11 +15,14 @@
 //     configuration and a column per varying sub-benchmark key, then a
 //     detailed table per configuration with every unit.
 //  4. For the -plot benchmark (BenchmarkServer by default), project each
-//     result with golang.org/x/perf/benchproc onto its batch size (x) and
-//     the other keys (one line per distinct setting), and draw with
-//     gonum.org/v1/plot: throughput.png (samples/s vs batch), latency.png
-//     (p50 and p99 vs batch) and stages.png (stacked mean queue, copy-in,
-//     compute and copy-out time per request, one panel per batch size).
+//     result onto its batch size (x) and the other keys (one line per
+//     distinct setting), pick the best configuration at each batch size for
+//     the headline, and draw with gonum.org/v1/plot: headline.png (the best
+//     configuration against PyTorch and the seed's cited figures),
+//     throughput.png (samples/s vs batch), latency.png (p50 and p99 vs
+//     batch) and stages.png (stacked mean queue, copy-in, compute and
+//     copy-out time per request, a panel per batch size). More lines than a
+//     legend holds become small multiples, a panel per precision x graphs.
 //
 // Usage:
 //
@@ -75,9 +78,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(opts.out, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	ss := collectSeries(ds, opts.plot)
+	hl := headlineOf(ds, ss)
 	var images []string
 	if !opts.noPNG {
-		images, err = writePlots(opts.out, ds, opts.plot)
+		images, err = writePlots(opts.out, ss, hl)
 		if err != nil {
 			return err
 		}
@@ -87,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if err := writeMarkdown(f, ds, opts.title, images); err != nil {
+	if err := writeMarkdown(f, ds, opts.title, images, hl); err != nil {
 		f.Close()
 		return fmt.Errorf("report: writing %s: %w", md, err)
 	}

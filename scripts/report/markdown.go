@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 )
@@ -12,7 +13,7 @@ import (
 var summaryUnits = []string{"samples/s", "req/s", "sec/op", "mean-latency-sec", "p50-latency-sec", "p99-latency-sec", "warmup-sec", "gpu-util-pct", "cpu-util-pct"}
 
 // writeMarkdown writes the whole report.
-func writeMarkdown(w io.Writer, ds *dataset, title string, images []string) error {
+func writeMarkdown(w io.Writer, ds *dataset, title string, images []string, hl *headline) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", title)
 	for _, c := range ds.config {
@@ -21,7 +22,9 @@ func writeMarkdown(w io.Writer, ds *dataset, title string, images []string) erro
 	if len(ds.config) > 0 {
 		b.WriteString("\n")
 	}
-	b.WriteString("Cells are mean ± standard deviation over runs; the detailed tables add the median and its 95 % confidence interval.\n\n")
+	b.WriteString("Cells are mean ± standard deviation over runs; the detailed tables add the median and its 95 % confidence interval. " +
+		"n/a: not measured (a GPU utilisation of 0 in files without gpu-util-samples means NVML took no sample during the run).\n\n")
+	writeHeadline(&b, hl)
 	for _, img := range images {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(img, ".png"), img)
 	}
@@ -83,12 +86,7 @@ func writeBenchmark(b *strings.Builder, base string, gs []*group) {
 		}
 		row = append(row, fmt.Sprint(runs(g)))
 		for _, u := range units {
-			st, ok := g.stat(u)
-			if !ok {
-				row = append(row, "")
-				continue
-			}
-			row = append(row, format(u, st.mean)+" ± "+format(u, st.std))
+			row = append(row, meanStd(g, u))
 		}
 		writeRow(b, row)
 	}
@@ -107,21 +105,106 @@ func writeBenchmark(b *strings.Builder, base string, gs []*group) {
 		writeRow(b, []string{"metric", "mean ± std", "median", "95 % CI of median", "runs"})
 		writeRow(b, slices.Repeat([]string{"---"}, 5))
 		for _, u := range g.units {
-			st, _ := g.stat(u)
+			st, ok := g.stat(u)
+			if !ok {
+				writeRow(b, []string{title(u), notMeasured, notMeasured, notMeasured, "0"})
+				continue
+			}
 			ci := "n/a (needs 6 runs)"
 			if st.ciOK {
 				ci = fmt.Sprintf("[%s, %s]", format(u, st.lo), format(u, st.hi))
 			}
-			writeRow(b, []string{
-				title(u),
-				format(u, st.mean) + " ± " + format(u, st.std),
-				format(u, st.median),
-				ci,
-				fmt.Sprint(st.n),
-			})
+			writeRow(b, []string{title(u), meanStd(g, u), format(u, st.median), ci, fmt.Sprint(st.n)})
 		}
 		b.WriteString("\n</details>\n\n")
 	}
+}
+
+// writeHeadline writes the headline's table: per batch size our best
+// configuration and PyTorch's, and the references.
+func writeHeadline(b *strings.Builder, h *headline) {
+	if h == nil {
+		return
+	}
+	fmt.Fprintf(b, "## Headline: the best configuration at each batch size\n\n")
+	switch {
+	case h.ours > 0 && h.torch > 0:
+		fmt.Fprintf(b, "The highest median samples/s at each batch size among %d configurations, next to PyTorch's best of %d (scripts/pytorch_bench.py)", h.ours, h.torch)
+	case h.ours > 0:
+		fmt.Fprintf(b, "The highest median samples/s at each batch size among %d configurations", h.ours)
+	default:
+		fmt.Fprintf(b, "PyTorch's highest median samples/s at each batch size among %d configurations (scripts/pytorch_bench.py)", h.torch)
+	}
+	if len(h.refs) > 0 {
+		b.WriteString(", and figures cited from SEED.md (its table of the seed measured on this workplace's H200, and its hand-written PyTorch loop): not measured by this run")
+	}
+	b.WriteString(".")
+	if h.note != "" {
+		b.WriteString(" " + h.note)
+	}
+	b.WriteString("\n\n")
+	header := []string{"batch"}
+	if h.ours > 0 {
+		header = append(header, "best configuration", "samples/s (median)")
+	}
+	if h.torch > 0 {
+		header = append(header, "best PyTorch", "PyTorch samples/s (median)")
+	}
+	for _, r := range h.refs {
+		header = append(header, r.label)
+	}
+	writeRow(b, header)
+	writeRow(b, slices.Repeat([]string{"---"}, len(header)))
+	for _, r := range h.rows {
+		row := []string{fmt.Sprint(r.batch)}
+		if h.ours > 0 {
+			row = append(row, pickCells(r.ours)...)
+		}
+		if h.torch > 0 {
+			row = append(row, pickCells(r.torch)...)
+		}
+		for _, v := range r.refs {
+			cell := notMeasured
+			if !math.IsNaN(v) {
+				cell = shortNum(v) // as cited, without added digits
+			}
+			row = append(row, cell)
+		}
+		writeRow(b, row)
+	}
+	b.WriteString("\n")
+}
+
+// pickCells returns the label and median cells of a pick, n/a for none.
+func pickCells(p *pick) []string {
+	if p == nil {
+		return []string{notMeasured, notMeasured}
+	}
+	return []string{p.label, fmt.Sprintf("%s (%d runs)", format("samples/s", p.median), p.runs)}
+}
+
+// notMeasured is the cell of a figure that was not measured.
+const notMeasured = "n/a"
+
+// meanStd returns a table cell for g's unit: "mean ± std"; the mean alone
+// with "(1 run)" when one run measured it; "(n of N runs)" after either
+// when fewer runs measured it than g has; n/a when none did.
+func meanStd(g *group, unit string) string {
+	st, ok := g.stat(unit)
+	if !ok {
+		return notMeasured
+	}
+	cell := format(unit, st.mean)
+	if st.n > 1 {
+		cell += " ± " + format(unit, st.std)
+	}
+	switch all := runs(g); {
+	case st.n < all:
+		cell += fmt.Sprintf(" (%d of %d runs)", st.n, all)
+	case st.n == 1:
+		cell += " (1 run)"
+	}
+	return cell
 }
 
 // splitKeys returns the sub-benchmark keys whose values differ between

@@ -8,82 +8,45 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
-	"golang.org/x/perf/benchproc"
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// series is one line of a plot: the configurations that differ only in
-// batch size, sorted by batch size.
-type series struct {
-	label  string
-	groups []*group
-}
-
-// collectSeries returns the groups of the benchmark named base that have a
-// batch size, split into series by every other key.
-func collectSeries(ds *dataset, base string) []series {
-	var keys []benchproc.Key
-	byKey := map[benchproc.Key][]*group{}
-	for _, g := range ds.groups {
-		if g.base != base || g.batch <= 0 {
-			continue
-		}
-		if _, ok := byKey[g.series]; !ok {
-			keys = append(keys, g.series)
-		}
-		byKey[g.series] = append(byKey[g.series], g)
-	}
-	fields := benchproc.NonSingularFields(keys)
-	out := make([]series, 0, len(keys))
-	for _, k := range keys {
-		var parts []string
-		for _, f := range fields {
-			parts = append(parts, strings.TrimPrefix(f.Name, "/")+"="+k.Get(f))
-		}
-		label := strings.Join(parts, ", ")
-		if label == "" {
-			label = base
-		}
-		gs := byKey[k]
-		slices.SortFunc(gs, func(a, b *group) int { return a.batch - b.batch })
-		out = append(out, series{label: label, groups: gs})
-	}
-	return out
-}
-
 // Figure sizes.
 const (
-	dpi          = 110
-	panelWidth   = 6 * vg.Inch
-	panelHeight  = 4.2 * vg.Inch
-	stagesHeight = 3.2 * vg.Inch
+	dpi         = 110
+	panelWidth  = 5 * vg.Inch
+	panelHeight = 3.5 * vg.Inch
+	titleHeight = 0.5 * vg.Inch
 )
 
-// writePlots draws the plots of the benchmark named base into dir and returns
-// the file names it wrote (relative to dir). It writes nothing when no result
-// of that benchmark has a batch size.
-func writePlots(dir string, ds *dataset, base string) ([]string, error) {
-	ss := collectSeries(ds, base)
+// ciRuns is the fewest runs with which benchmath gives a 95 % confidence
+// interval of the median.
+const ciRuns = 6
+
+// writePlots draws the plots of the series (of the -plot benchmark) and the
+// headline into dir and returns the file names it wrote (relative to dir).
+// It writes nothing when there are no series.
+func writePlots(dir string, ss []series, hl *headline) ([]string, error) {
 	if len(ss) == 0 {
 		return nil, nil
 	}
 	var written []string
-	type figure struct {
+	for _, f := range []struct {
 		name string
-		draw func(string, []series) (bool, error)
-	}
-	for _, f := range []figure{
-		{"throughput.png", drawThroughput},
-		{"latency.png", drawLatency},
-		{"stages.png", drawStages},
+		draw func(string) (bool, error)
+	}{
+		{"headline.png", func(path string) (bool, error) { return drawHeadline(path, hl) }},
+		{"throughput.png", func(path string) (bool, error) { return drawThroughput(path, ss) }},
+		{"latency.png", func(path string) (bool, error) { return drawLatency(path, ss) }},
+		{"stages.png", func(path string) (bool, error) { return drawStages(path, ss) }},
 	} {
-		ok, err := f.draw(filepath.Join(dir, f.name), ss)
+		ok, err := f.draw(filepath.Join(dir, f.name))
 		if err != nil {
 			return nil, fmt.Errorf("report: %s: %w", f.name, err)
 		}
@@ -94,26 +57,139 @@ func writePlots(dir string, ds *dataset, base string) ([]string, error) {
 	return written, nil
 }
 
-// lineStyle gives series i its colour, dash pattern and glyph.
-func lineStyle(i int) (color.Color, []vg.Length, draw.GlyphStyle) {
-	colors := []color.Color{
-		color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
-		color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-		color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
+// quantity is one unit drawn against batch size, with its panel title.
+type quantity struct {
+	unit, name string
+}
+
+// drawThroughput draws samples/s against batch size.
+func drawThroughput(path string, ss []series) (bool, error) {
+	return drawLines(path, "Throughput", ss, []quantity{{"samples/s", "throughput"}}, "throughput (samples/s)")
+}
+
+// drawLatency draws p50 (left) and p99 (right) latency against batch size on
+// a shared y axis.
+func drawLatency(path string, ss []series) (bool, error) {
+	return drawLines(path, "Latency", ss, []quantity{{"p50-latency-sec", "p50"}, {"p99-latency-sec", "p99"}}, "latency")
+}
+
+// drawLines draws each quantity against batch size, one line per series, as
+// arrange lays them out: a panel per quantity and group of series, every
+// panel on one y axis. ylabel names the quantity; a time gets its unit.
+func drawLines(path, what string, ss []series, qs []quantity, ylabel string) (bool, error) {
+	var units []string
+	for _, q := range qs {
+		if hasUnit(ss, q.unit) {
+			units = append(units, q.unit)
+		}
 	}
-	dashes := [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}
-	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{}, draw.RingGlyph{}, draw.PlusGlyph{}}
-	c := colors[i%len(colors)]
-	return c, dashes[(i/len(colors))%len(dashes)], draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: shapes[i%len(shapes)]}
+	if len(units) == 0 {
+		return false, nil
+	}
+	lo, hi := valueRange(ss, units)
+	factor, unitName := axisUnit(units[0], hi)
+	if unitName != "" {
+		ylabel += " (" + unitName + ")"
+	}
+	axis := newYAxis(lo/factor, hi/factor)
+	if axis.log {
+		ylabel += ", log scale"
+	}
+	l := arrange(ss)
+	var cells []*plot.Plot
+	for _, pn := range l.panels {
+		for _, q := range qs {
+			p := newPlot(panelTitle(pn.title, q.name, len(qs) > 1), ylabel, ss)
+			if err := linePlot(p, pn.series, q.unit, factor, l.styles); err != nil {
+				return false, err
+			}
+			axis.apply(p)
+			cells = append(cells, p)
+		}
+	}
+	runs, fewest := runsText(ss, units[0])
+	title := fmt.Sprintf("%s vs batch size: median of %s", what, runs)
+	switch {
+	case fewest >= ciRuns:
+		title += ", bars: 95 % confidence interval of the median"
+	case hasCI(ss, units[0]):
+		title += fmt.Sprintf(", bars: 95 %% CI of the median where there are %d runs", ciRuns)
+	default:
+		title += fmt.Sprintf(" (too few for a confidence interval, which needs %d)", ciRuns)
+	}
+	cols := len(qs) * panelColumns(l)
+	return true, saveFigure(path, title, grid(cells, cols), panelWidth, panelHeight, l.legend)
+}
+
+// panelTitle is a panel's title: its series' shared keys and the quantity.
+func panelTitle(keys, quantity string, several bool) string {
+	switch {
+	case keys == "" && several:
+		return quantity
+	case keys == "":
+		return ""
+	case several:
+		return keys + ": " + quantity
+	}
+	return keys
+}
+
+// panelColumns is how many panels a row of the figure holds: one per
+// graphs setting when the panels are precision x graphs, else up to three.
+func panelColumns(l layout) int {
+	n := len(l.panels)
+	if n <= 1 {
+		return 1
+	}
+	graphs := map[string]bool{}
+	for _, p := range l.panels {
+		graphs[p.series[0].values["graphs"]] = true
+	}
+	if len(graphs) > 1 && len(graphs) < n {
+		return len(graphs)
+	}
+	return min(3, n)
+}
+
+// valueRange returns the smallest and largest positive medians and CI
+// bounds of units over the series.
+func valueRange(ss []series, units []string) (lo, hi float64) {
+	lo = math.Inf(1)
+	for _, s := range ss {
+		for _, g := range s.groups {
+			for _, u := range units {
+				st, ok := g.stat(u)
+				if !ok || st.median <= 0 {
+					continue
+				}
+				lo, hi = math.Min(lo, st.median), math.Max(hi, st.median)
+				if st.ciOK {
+					lo, hi = math.Min(lo, st.lo), math.Max(hi, st.hi)
+				}
+			}
+		}
+	}
+	return lo, hi
+}
+
+// hasCI reports whether any configuration has enough runs of unit for a
+// confidence interval.
+func hasCI(ss []series, unit string) bool {
+	for _, s := range ss {
+		for _, g := range s.groups {
+			if st, ok := g.stat(unit); ok && st.ciOK {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // linePlot adds one line per series of the median of unit against batch
-// size, with the 95 % confidence interval as error bars, and returns the
-// legend entries.
-func linePlot(p *plot.Plot, ss []series, unit string, factor float64, dashed bool) ([]legendEntry, error) {
-	var entries []legendEntry
-	for i, s := range ss {
+// size, with the 95 % confidence interval as error bars where there are
+// enough runs. Configurations that did not measure unit are left out.
+func linePlot(p *plot.Plot, ss []series, unit string, factor float64, styles map[string]style) error {
+	for _, s := range ss {
 		var xys plotter.XYs
 		var errs plotter.YErrors
 		for _, g := range s.groups {
@@ -132,34 +208,24 @@ func linePlot(p *plot.Plot, ss []series, unit string, factor float64, dashed boo
 		if len(xys) == 0 {
 			continue
 		}
+		st := styles[s.label]
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c, dash, glyph := lineStyle(i)
-		line.Color, line.Width, line.Dashes = c, vg.Points(1.5), dash
-		if dashed {
-			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		}
-		points.GlyphStyle = glyph
+		line.Color, line.Width, line.Dashes = st.color, vg.Points(1.5), st.dashes
+		points.GlyphStyle = st.glyph
 		bars, err := plotter.NewYErrorBars(struct {
 			plotter.XYs
 			plotter.YErrors
 		}{xys, errs})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		bars.Color = c
+		bars.Color = st.color
 		p.Add(line, points, bars)
-		entries = append(entries, legendEntry{s.label, []plot.Thumbnailer{line, points}})
 	}
-	return entries, nil
-}
-
-// legendEntry is one line of a legend drawn beside the plots.
-type legendEntry struct {
-	label  string
-	thumbs []plot.Thumbnailer
+	return nil
 }
 
 // batchSizes returns the batch sizes of every series' groups, sorted, once each.
@@ -176,11 +242,12 @@ func batchSizes(ss []series) []int {
 	return batches
 }
 
-// newPlot returns a plot with our axes: log-scaled batch sizes on x.
+// newPlot returns a plot with our axes: log-scaled batch sizes on x, ticked
+// at the batch sizes measured.
 func newPlot(title, ylabel string, ss []series) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "batch size (images per request, log scale)"
+	p.X.Label.Text = "batch size (log scale)"
 	p.Y.Label.Text = ylabel
 	p.X.Scale = plot.LogScale{}
 	batches := batchSizes(ss)
@@ -196,190 +263,11 @@ func newPlot(title, ylabel string, ss []series) *plot.Plot {
 	return p
 }
 
-// useLogY switches p's y axis to a log scale when its data span more than a
-// factor of 20, and returns whether it did.
-func useLogY(p *plot.Plot, unitLabel string) bool {
-	if p.Y.Min <= 0 || p.Y.Max/p.Y.Min <= 20 {
-		return false
-	}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{}
-	p.Y.Label.Text = unitLabel + ", log scale"
-	return true
-}
-
-// drawThroughput draws samples/s against batch size.
-func drawThroughput(path string, ss []series) (bool, error) {
-	unit := "samples/s"
-	if !hasUnit(ss, unit) {
-		return false, nil
-	}
-	label := "throughput (samples/s)"
-	p := newPlot("Throughput vs batch size (median, 95 % CI)", label, ss)
-	entries, err := linePlot(p, ss, unit, 1, false)
-	if err != nil {
-		return false, err
-	}
-	useLogY(p, label)
-	return true, save(path, [][]*plot.Plot{{p}}, panelWidth, panelHeight, "", entries)
-}
-
-// drawLatency draws p50 (left) and p99 (right) latency against batch size on
-// a shared y axis.
-func drawLatency(path string, ss []series) (bool, error) {
-	if !hasUnit(ss, "p50-latency-sec") && !hasUnit(ss, "p99-latency-sec") {
-		return false, nil
-	}
-	var all []float64
-	for _, s := range ss {
-		for _, g := range s.groups {
-			all = append(all, g.values["p50-latency-sec"]...)
-			all = append(all, g.values["p99-latency-sec"]...)
-		}
-	}
-	factor, unitName := axisUnit("p50-latency-sec", slices.Max(all))
-	var panels []*plot.Plot
-	var entries []legendEntry
-	for _, q := range []string{"p50", "p99"} {
-		label := q + " latency (" + unitName + ")"
-		p := newPlot(q+" latency vs batch size (median, 95 % CI)", label, ss)
-		e, err := linePlot(p, ss, q+"-latency-sec", factor, false)
-		if err != nil {
-			return false, err
-		}
-		if len(e) > len(entries) {
-			entries = e
-		}
-		panels = append(panels, p)
-	}
-	// One y range for both panels, so p50 and p99 compare by eye.
-	lo, hi := math.Min(panels[0].Y.Min, panels[1].Y.Min), math.Max(panels[0].Y.Max, panels[1].Y.Max)
-	for _, p := range panels {
-		p.Y.Min, p.Y.Max = lo, hi
-		useLogY(p, p.Y.Label.Text)
-	}
-	return true, save(path, [][]*plot.Plot{panels}, panelWidth, panelHeight, "", entries)
-}
-
-// stages are the per-stage mean times of a request, stacked bottom to top.
-var stages = []struct {
-	unit, label string
-	color       color.Color
-}{
-	{"queue-sec", "queue", color.RGBA{0xb0, 0xb0, 0xb0, 0xff}},
-	{"h2d-sec", "copy in (H2D)", color.RGBA{0x1f, 0x77, 0xb4, 0xff}},
-	{"compute-sec", "compute", color.RGBA{0xff, 0x7f, 0x0e, 0xff}},
-	{"d2h-sec", "copy out (D2H)", color.RGBA{0x2c, 0xa0, 0x2c, 0xff}},
-}
-
-// drawStages draws, per batch size, one horizontal stacked bar per series:
-// the mean time a request spends queued, copying in, computing and copying
-// out.
-func drawStages(path string, ss []series) (bool, error) {
-	any := false
-	for _, st := range stages {
-		any = any || hasUnit(ss, st.unit)
-	}
-	if !any {
-		return false, nil
-	}
-	batches := batchSizes(ss)
-	// NominalY puts the first label at the bottom: reverse, so the
-	// series read top to bottom in legend order.
-	labels := make([]string, len(ss))
-	for i, s := range ss {
-		labels[len(ss)-1-i] = s.label
-	}
-	var panels []*plot.Plot
-	var entries []legendEntry
-	for _, batch := range batches {
-		// Mean of each stage per series (0 where a series lacks the batch).
-		vals := make([][]float64, len(stages))
-		for k := range vals {
-			vals[k] = make([]float64, len(ss))
-		}
-		for si := range ss {
-			for k, st := range stages {
-				for _, g := range ss[si].groups {
-					if g.batch != batch {
-						continue
-					}
-					if s, ok := g.stat(st.unit); ok {
-						vals[k][len(ss)-1-si] = s.mean
-					}
-				}
-			}
-		}
-		// Left: every stage. Right: without the queue, whose wait under a
-		// burst dwarfs the work itself.
-		for _, withQueue := range []bool{true, false} {
-			first, title := 0, fmt.Sprintf("batch %d: mean time per request", batch)
-			if !withQueue {
-				first, title = 1, fmt.Sprintf("batch %d: service time (no queue)", batch)
-			}
-			var totals []float64
-			for i := range ss {
-				t := 0.0
-				for k := first; k < len(stages); k++ {
-					t += vals[k][i]
-				}
-				totals = append(totals, t)
-			}
-			factor, unitName := axisUnit("queue-sec", slices.Max(totals))
-			p := plot.New()
-			p.Title.Text = title
-			p.X.Label.Text = "time (" + unitName + ")"
-			p.Add(plotter.NewGrid())
-			var below *plotter.BarChart
-			for k := first; k < len(stages); k++ {
-				st := stages[k]
-				scaled := make(plotter.Values, len(vals[k]))
-				for i, v := range vals[k] {
-					scaled[i] = v / factor
-				}
-				bar, err := plotter.NewBarChart(scaled, vg.Points(14))
-				if err != nil {
-					return false, err
-				}
-				bar.Horizontal = true
-				bar.Color = st.color
-				bar.LineStyle.Width = 0
-				if below != nil {
-					bar.StackOn(below)
-				}
-				below = bar
-				p.Add(bar)
-				if withQueue && len(entries) < len(stages) {
-					entries = append(entries, legendEntry{st.label, []plot.Thumbnailer{bar}})
-				}
-			}
-			p.NominalY(labels...)
-			p.X.Min = 0
-			if !withQueue {
-				// The labels are already on the left panel.
-				p.Y.Tick.Label.Color = color.Transparent
-			}
-			panels = append(panels, p)
-		}
-	}
-	cols := min(2, len(panels))
-	var grid [][]*plot.Plot
-	for i := 0; i < len(panels); i += cols {
-		row := panels[i:min(i+cols, len(panels))]
-		for len(row) < cols {
-			row = append(row, nil)
-		}
-		grid = append(grid, row)
-	}
-	h := stagesHeight + vg.Length(len(ss))*0.12*vg.Inch
-	return true, save(path, grid, panelWidth, h, "stage", entries)
-}
-
-// hasUnit reports whether any configuration in ss has unit.
+// hasUnit reports whether any configuration in ss measured unit.
 func hasUnit(ss []series, unit string) bool {
 	for _, s := range ss {
 		for _, g := range s.groups {
-			if _, ok := g.values[unit]; ok {
+			if len(measured(g, unit)) > 0 {
 				return true
 			}
 		}
@@ -387,25 +275,71 @@ func hasUnit(ss []series, unit string) bool {
 	return false
 }
 
-// save draws a grid of panels (nil panels are left blank) with the legend
-// entries in a column to their right, and writes a PNG.
-func save(path string, grid [][]*plot.Plot, w, h vg.Length, legendTitle string, entries []legendEntry) error {
+// grid arranges cells in rows of cols, the last row padded with nil.
+func grid(cells []*plot.Plot, cols int) [][]*plot.Plot {
+	var out [][]*plot.Plot
+	for i := 0; i < len(cells); i += cols {
+		row := slices.Clone(cells[i:min(i+cols, len(cells))])
+		for len(row) < cols {
+			row = append(row, nil)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// legendEntry is one line of a legend drawn beside the plots.
+type legendEntry struct {
+	label  string
+	thumbs []plot.Thumbnailer
+}
+
+// entries turns a layout's legend into legend entries: a line in each
+// style, with its glyph.
+func entries(styles []styleEntry) []legendEntry {
+	var out []legendEntry
+	for _, e := range styles {
+		line := &plotter.Line{LineStyle: draw.LineStyle{Color: e.style.color, Width: vg.Points(1.5), Dashes: e.style.dashes}}
+		dot := &plotter.Scatter{GlyphStyle: e.style.glyph}
+		out = append(out, legendEntry{e.label, []plot.Thumbnailer{line, dot}})
+	}
+	return out
+}
+
+// saveFigure draws a figure, its title on top, a grid of panels (nil panels
+// are left blank) and the legend in a column to their right, and writes a
+// PNG.
+func saveFigure(path, title string, grid [][]*plot.Plot, w, h vg.Length, styles []styleEntry) error {
+	return saveWithLegend(path, title, grid, w, h, entries(styles))
+}
+
+// saveWithLegend is saveFigure with the legend entries given.
+func saveWithLegend(path, title string, grid [][]*plot.Plot, w, h vg.Length, legendEntries []legendEntry) error {
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.ThumbnailWidth = vg.Points(28)
 	legend.Padding = vg.Points(4)
 	legendWidth := vg.Length(0)
-	for _, e := range entries {
+	for _, e := range legendEntries {
 		legend.Add(e.label, e.thumbs...)
 		legendWidth = max(legendWidth, legend.TextStyle.Width(e.label))
 	}
-	legendWidth += legend.ThumbnailWidth + vg.Points(24)
+	if len(legendEntries) > 0 {
+		legendWidth += legend.ThumbnailWidth + vg.Points(24)
+	}
 	rows, cols := len(grid), len(grid[0])
-	width, height := w*vg.Length(cols)+legendWidth, h*vg.Length(rows)
+	titleStyle := plot.New().Title.TextStyle
+	titleStyle.Font.Size = vg.Points(13)
+	width := max(w*vg.Length(cols)+legendWidth, titleStyle.Width(title)+vg.Points(24))
+	height := h*vg.Length(rows) + titleHeight
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(dpi))
 	dc := draw.New(img)
-	plots := draw.Crop(dc, 0, -legendWidth, 0, 0)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(8), PadY: vg.Points(8), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	titleStyle.XAlign, titleStyle.YAlign = draw.XCenter, draw.YCenter
+	dc.FillText(titleStyle, vg.Point{X: width / 2, Y: height - titleHeight/2}, title)
+	plots := draw.Crop(dc, 0, -(width - w*vg.Length(cols)), 0, -titleHeight)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(10), PadY: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
 	for r, row := range grid {
 		for c, p := range row {
 			if p != nil {
@@ -413,7 +347,9 @@ func save(path string, grid [][]*plot.Plot, w, h vg.Length, legendTitle string, 
 			}
 		}
 	}
-	legend.Draw(draw.Crop(dc, width-legendWidth+vg.Points(6), 0, 0, -vg.Points(30)))
+	if len(legendEntries) > 0 {
+		legend.Draw(draw.Crop(dc, width-legendWidth+vg.Points(6), 0, 0, -titleHeight-vg.Points(24)))
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -425,44 +361,10 @@ func save(path string, grid [][]*plot.Plot, w, h vg.Length, legendTitle string, 
 	return f.Close()
 }
 
-// logTicks marks 1, 2 and 5 times powers of ten on a log axis, labelled with
-// k and M suffixes, plus unlabelled minor ticks; with less than two labelled
-// ticks in range it labels every minor tick too.
-type logTicks struct{}
-
-func (logTicks) Ticks(lo, hi float64) []plot.Tick {
-	var ticks []plot.Tick
-	labelled := 0
-	for d := math.Floor(math.Log10(lo)); d <= math.Ceil(math.Log10(hi)); d++ {
-		for m := 1.0; m <= 9; m++ {
-			v := m * math.Pow(10, d)
-			if v < lo*0.999 || v > hi*1.001 {
-				continue
-			}
-			t := plot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
-				t.Label = shortNum(v)
-				labelled++
-			}
-			ticks = append(ticks, t)
-		}
-	}
-	if labelled < 2 {
-		for i := range ticks {
-			ticks[i].Label = shortNum(ticks[i].Value)
-		}
-	}
-	return ticks
-}
-
-// shortNum prints 20000 as 20k and 0.5 as 0.5.
-func shortNum(v float64) string {
-	switch {
-	case v >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
-	case v >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
-	default:
-		return strconv.FormatFloat(v, 'g', 4, 64)
-	}
+// smallText is the style of annotations on the plots.
+func smallText(c color.Color) draw.TextStyle {
+	st := plot.New().Legend.TextStyle
+	st.Font.Size = font.Length(vg.Points(8))
+	st.Color = c
+	return st
 }

@@ -23,7 +23,9 @@ func TestReportGolden(t *testing.T) {
 		pngs   []string
 	}{
 		{"sweep and PyTorch side by side", []string{"testdata/sweep.txt", "testdata/pytorch.txt"}, "sweep-pytorch.md",
-			[]string{"throughput.png", "latency.png", "stages.png"}},
+			[]string{"headline.png", "throughput.png", "latency.png", "stages.png"}},
+		{"a matrix of 36 series, GPU utilisation not always measured", []string{"testdata/matrix.txt"}, "matrix.md",
+			[]string{"headline.png", "throughput.png", "latency.png", "stages.png"}},
 		{"filter to one pipeline, markdown only", []string{"-no-png", "-filter", "/pipeline:overlap /batch:(1 OR 256)", "testdata/sweep.txt"}, "overlap.md", nil},
 		{"gate fixture without batch keys on the plot benchmark", []string{"-plot", "ServerOverhead", "../../testdata/gate/base.txt"}, "gate-base.md", nil},
 	}
@@ -104,14 +106,14 @@ func TestCollectSeries(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{
-		"backend=cuda, workers=1, pipeline=serial",
-		"backend=cuda, workers=1, pipeline=overlap",
-		"backend=cuda, workers=2, pipeline=serial",
-		"backend=cuda, workers=2, pipeline=overlap",
-		"backend=cuda, workers=4, pipeline=serial",
-		"backend=cuda, workers=4, pipeline=overlap",
-		"backend=pytorch-eager, workers=1, pipeline=serial",
-		"backend=pytorch-compile, workers=1, pipeline=serial",
+		"cuda, 1 worker, serial",
+		"cuda, 1 worker, overlap",
+		"cuda, 2 workers, serial",
+		"cuda, 2 workers, overlap",
+		"cuda, 4 workers, serial",
+		"cuda, 4 workers, overlap",
+		"pytorch-eager, 1 worker, serial",
+		"pytorch-compile, 1 worker, serial",
 	}, labels)
 	assert.Len(t, ss[0].groups, 5)
 	assert.Len(t, ss[7].groups, 3)
