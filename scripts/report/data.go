@@ -34,14 +34,10 @@ type dataset struct {
 	config []kv // file configuration (gpu, driver, commit...), values joined
 }
 
-// seriesKeys are the sub-benchmark keys that tell plot lines apart; batch
-// is the x axis.
-const seriesKeys = "/backend,/workers,/pipeline,/precision,/graphs,/devices,/load,/clients"
-
 // read reads and groups the results of the files that match filter.
 func read(paths []string, filter *benchproc.Filter) (*dataset, error) {
 	var parser benchproc.ProjectionParser
-	seriesBy, err := parser.Parse(seriesKeys, filter)
+	seriesBy, err := parser.Parse("/"+strings.Join(seriesKeyNames, ",/"), filter)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
