@@ -47,8 +47,8 @@ func TestAppendRealSuite(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(text, "\nBenchmarkServer/"), "results after appending")
 	assert.Equal(t, 1, strings.Count(text, "\ngomaxprocs: "), "appended rounds must not repeat config lines")
 
-	// Other setups are refused. (Once the suite prints model: and size:
-	// lines, they are compared like gomaxprocs:.)
+	// Other setups are refused: flags after -- before running (sweep-args:),
+	// and the suite's own lines (model:, size:, gomaxprocs:...) after.
 	tests := []struct {
 		name       string
 		gomaxprocs string
