@@ -12,14 +12,14 @@ import (
 	"strings"
 )
 
-// This file is a small unpickler for what torch.save writes (protocol 2) and what
-// other pickle writers commonly emit (protocols 0 to 5, minus extension codes and
-// out-of-band buffers). It never runs code: globals are names, and only the few
-// calls a state dict needs (OrderedDict, the tensor rebuild functions, the storage
-// types) are understood. Anything else becomes an opaque object.
+// This file is a small unpickler for what pickle writers emit in protocols 0 to 5
+// (minus extension codes and out-of-band buffers). It never runs code, and it knows
+// Python's built-in types only: what a persistent ID refers to and what calling a
+// global makes are hooks its user passes (torch.go's for torch.save files). Without
+// a hook, a call makes an opaque *object.
 
 // pickle values: nil (None), bool, int64, *big.Int, float64, string, []byte,
-// tuple, *list, *dict, *set, global, *object, *storage, *tensor.
+// tuple, *list, *dict, *set, global, *object, and what the hooks return.
 type (
 	tuple []any
 	list  struct{ items []any }
@@ -31,7 +31,7 @@ type (
 		vals []any
 	}
 	global struct{ module, name string }
-	// object is an instance of a class the unpickler does not know.
+	// object is an instance of a class the unpickler's hooks do not know.
 	object struct {
 		class global
 		args  tuple
@@ -70,19 +70,42 @@ func hashable(k any) bool {
 	return false
 }
 
-// persistentLoader turns a persistent ID (torch's storage tuple) into a value.
-type persistentLoader func(pid any) (any, error)
+// persistentFunc turns a persistent ID into a value (torch: a storage).
+type persistentFunc func(pid any) (any, error)
+
+// callFunc applies a global to arguments: REDUCE, NEWOBJ, NEWOBJ_EX, INST and OBJ
+// call it. A hook handles the classes it knows and passes the others to
+// callBuiltin.
+type callFunc func(callable global, args tuple) (any, error)
+
+// callBuiltin understands Python's dict types (collections.OrderedDict and
+// dict: an empty dict, filled by SETITEMS) and makes every other call an opaque
+// *object.
+func callBuiltin(g global, args tuple) (any, error) {
+	switch {
+	case g.module == "collections" && g.name == "OrderedDict",
+		(g.module == "builtins" || g.module == "__builtin__") && g.name == "dict":
+		return &dict{}, nil
+	}
+	return &object{class: g, args: args}, nil
+}
+
+// pickleHooks are what the unpickler's user knows and it does not.
+type pickleHooks struct {
+	persistent persistentFunc // nil: a persistent ID is an error
+	call       callFunc       // nil: callBuiltin
+}
 
 // unpickler reads one pickle from r. limit bounds any length read from the
 // stream, so a corrupt length cannot make it allocate more than the input holds.
 type unpickler struct {
-	r       *bufio.Reader
-	limit   int64 // bytes left in the input
-	stack   []any
-	marks   []int
-	memo    map[uint32]any
-	persist persistentLoader
-	ops     int
+	r     *bufio.Reader
+	limit int64 // bytes left in the input
+	hooks pickleHooks
+	stack []any
+	marks []int
+	memo  map[uint32]any
+	ops   int
 }
 
 // maxPickleOps bounds the work one pickle may cause.
@@ -90,8 +113,8 @@ const maxPickleOps = 1 << 26
 
 var errStop = errors.New("stop")
 
-func newUnpickler(r *bufio.Reader, limit int64, persist persistentLoader) *unpickler {
-	return &unpickler{r: r, limit: limit, memo: make(map[uint32]any), persist: persist}
+func newUnpickler(r *bufio.Reader, limit int64, hooks pickleHooks) *unpickler {
+	return &unpickler{r: r, limit: limit, memo: make(map[uint32]any), hooks: hooks}
 }
 
 func (u *unpickler) errorf(format string, args ...any) error {
@@ -595,10 +618,10 @@ func (u *unpickler) memoIndex(op byte, size int) (uint64, error) {
 }
 
 func (u *unpickler) persistent(pid any) error {
-	if u.persist == nil {
+	if u.hooks.persistent == nil {
 		return u.errorf("persistent ID without a loader")
 	}
-	v, err := u.persist(pid)
+	v, err := u.hooks.persistent(pid)
 	if err != nil {
 		return err
 	}
@@ -686,6 +709,9 @@ func decodeLong(b []byte) any {
 	return v
 }
 
+// pickleNamer is implemented by values the hooks return, to name them in errors.
+type pickleNamer interface{ pickleName() string }
+
 func typeName(v any) string {
 	switch v := v.(type) {
 	case nil:
@@ -712,10 +738,8 @@ func typeName(v any) string {
 		return "global " + v.module + "." + v.name
 	case *object:
 		return v.class.module + "." + v.class.name + " object"
-	case *storage:
-		return "storage"
-	case *tensor:
-		return "tensor"
+	case pickleNamer:
+		return v.pickleName()
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -735,9 +759,18 @@ func (u *unpickler) apply(n int, op string) error {
 	return u.callPush(items[0], args)
 }
 
-// callPush calls callable with args and pushes the result.
+// callPush calls callable, which must be a global, with args and pushes the
+// result.
 func (u *unpickler) callPush(callable any, args []any) error {
-	v, err := call(callable, args)
+	g, ok := callable.(global)
+	if !ok {
+		return u.errorf("call of %s", typeName(callable))
+	}
+	call := u.hooks.call
+	if call == nil {
+		call = callBuiltin
+	}
+	v, err := call(g, tuple(args))
 	if err != nil {
 		return err
 	}

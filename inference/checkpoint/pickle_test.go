@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +44,7 @@ func TestPickleProtocols(t *testing.T) {
 func TestPickleValues(t *testing.T) {
 	pkl, err := os.ReadFile(filepath.Join("testdata", "pickle-p0-meta.pkl"))
 	require.NoError(t, err)
-	u := newUnpickler(bufio.NewReader(bytes.NewReader(pkl)), int64(len(pkl)), nil)
+	u := newUnpickler(bufio.NewReader(bytes.NewReader(pkl)), int64(len(pkl)), pickleHooks{})
 	v, err := u.load()
 	require.NoError(t, err)
 	d, ok := v.(*dict)
@@ -93,4 +97,80 @@ func TestPickleErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.msg)
 		})
 	}
+}
+
+// TestUnpicklerStandsAlone: the unpickler knows Python's types and nothing of
+// torch. Without hooks a call of torch's rebuild function is an opaque object; a
+// call hook decides what a global makes; and pickle.go uses no name that the
+// torch files declare.
+func TestUnpicklerStandsAlone(t *testing.T) {
+	t.Run("no hooks", func(t *testing.T) {
+		pkl := "\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(K\x01K\x00))tR."
+		v, err := newUnpickler(bufio.NewReader(strings.NewReader(pkl)), int64(len(pkl)), pickleHooks{}).load()
+		require.NoError(t, err)
+		assert.Equal(t, &object{class: global{"torch._utils", "_rebuild_tensor_v2"}, args: tuple{int64(1), int64(0), tuple{}, tuple{}}}, v)
+	})
+	t.Run("call hook", func(t *testing.T) {
+		type point struct{ x, y int64 }
+		var calls []global
+		hooks := pickleHooks{call: func(g global, args tuple) (any, error) {
+			calls = append(calls, g)
+			if g == (global{"geometry", "Point"}) {
+				return point{args[0].(int64), args[1].(int64)}, nil
+			}
+			return callBuiltin(g, args)
+		}}
+		pkl := "\x80\x02ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00pcgeometry\nPoint\nK\x03K\x04\x86Ru."
+		u := newUnpickler(bufio.NewReader(strings.NewReader(pkl)), int64(len(pkl)), hooks)
+		v, err := u.load()
+		require.NoError(t, err)
+		d, ok := v.(*dict)
+		require.True(t, ok, "OrderedDict, through callBuiltin, is %s", typeName(v))
+		p, ok := d.get("p")
+		require.True(t, ok)
+		assert.Equal(t, point{3, 4}, p)
+		assert.Equal(t, []global{{"collections", "OrderedDict"}, {"geometry", "Point"}}, calls)
+	})
+	t.Run("pickle.go uses no torch name", func(t *testing.T) {
+		fset := token.NewFileSet()
+		torchNames := make(map[string]string)
+		torchFiles, err := filepath.Glob("torch*.go")
+		require.NoError(t, err)
+		require.NotEmpty(t, torchFiles)
+		for _, name := range torchFiles {
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			require.NoError(t, err)
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Recv == nil {
+						torchNames[d.Name.Name] = name
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							torchNames[s.Name.Name] = name
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.Name != "_" {
+									torchNames[n.Name] = name
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		f, err := parser.ParseFile(fset, "pickle.go", nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok {
+				if file, ok := torchNames[id.Name]; ok {
+					t.Errorf("%s uses %s, declared in %s", fset.Position(id.Pos()), id.Name, file)
+				}
+			}
+			return true
+		})
+	})
 }

@@ -1,19 +1,18 @@
 package checkpoint
 
 import (
-	"archive/zip"
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
-	"math/big"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+// This file knows what torch.save pickles: the hooks that give the unpickler
+// torch's storages and tensors, the state dict's tensors under dotted names, and
+// the plan for reading their storages. torchzip.go and torchlegacy.go read the
+// two file formats with it.
 
 // storage is a torch storage named in a persistent ID; its bytes are read later.
 type storage struct {
@@ -36,6 +35,9 @@ type tensor struct {
 	out []float32
 }
 
+func (*storage) pickleName() string { return "storage" }
+func (*tensor) pickleName() string  { return "tensor" }
+
 // storageTypes maps torch's storage classes to dtypes.
 var storageTypes = map[string]DType{
 	"FloatStorage": F32, "DoubleStorage": F64, "HalfStorage": F16, "BFloat16Storage": BF16,
@@ -53,41 +55,59 @@ var torchDTypes = map[string]DType{
 // maxCallDepth bounds nested _rebuild_from_type_v2 calls.
 const maxCallDepth = 16
 
-// call applies a pickled callable to args. Only what state dicts need is
-// understood; other classes become opaque objects.
-func call(f any, args tuple) (any, error) { return callDepth(f, args, 0) }
+// torchLoader gives the unpickler what torch.save's pickles refer to: storages
+// for persistent IDs, tensors for torch's rebuild functions.
+type torchLoader struct {
+	byKey map[string]*storage
+	// maxBytes bounds a storage's size: the input cannot hold more.
+	maxBytes int64
+}
 
-func callDepth(f any, args tuple, depth int) (any, error) {
-	g, ok := f.(global)
-	if !ok {
-		return nil, fmt.Errorf("%w: bad pickle: call of %s", ErrCorrupt, typeName(f))
+func newTorchLoader(maxBytes int64) *torchLoader {
+	return &torchLoader{byKey: make(map[string]*storage), maxBytes: maxBytes}
+}
+
+func (l *torchLoader) hooks() pickleHooks {
+	return pickleHooks{persistent: l.persistent, call: l.call}
+}
+
+// call applies a pickled global to args. Torch's tensor rebuild functions make
+// tensors; other calls are left to callBuiltin.
+func (l *torchLoader) call(g global, args tuple) (any, error) { return l.callDepth(g, args, 0) }
+
+func (l *torchLoader) callDepth(g global, args tuple, depth int) (any, error) {
+	switch g.module {
+	case "torch._utils":
+		switch g.name {
+		case "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3":
+			return rebuildTensor(g.name, args)
+		case "_rebuild_parameter", "_rebuild_parameter_with_state":
+			if len(args) < 1 {
+				return nil, fmt.Errorf("%w: bad pickle: %s without arguments", ErrCorrupt, g.name)
+			}
+			return args[0], nil
+		case "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_nested_tensor",
+			"_rebuild_meta_tensor_no_storage", "_rebuild_wrapper_subclass",
+			"_rebuild_device_tensor_from_numpy", "_rebuild_xla_tensor", "_rebuild_mtia_tensor":
+			return nil, fmt.Errorf("%w: %s tensors", ErrUnsupportedDType, strings.TrimPrefix(g.name, "_rebuild_"))
+		}
+	case "torch._tensor":
+		if g.name == "_rebuild_from_type_v2" {
+			if depth >= maxCallDepth || len(args) < 3 {
+				return nil, fmt.Errorf("%w: bad pickle: %s with %d arguments at depth %d", ErrCorrupt, g.name, len(args), depth)
+			}
+			f, ok := args[0].(global)
+			if !ok {
+				return nil, fmt.Errorf("%w: bad pickle: call of %s", ErrCorrupt, typeName(args[0]))
+			}
+			inner, ok := args[2].(tuple)
+			if !ok {
+				return nil, fmt.Errorf("%w: bad pickle: %s arguments are %s", ErrCorrupt, g.name, typeName(args[2]))
+			}
+			return l.callDepth(f, inner, depth+1)
+		}
 	}
-	switch g.module + "." + g.name {
-	case "collections.OrderedDict", "builtins.dict", "__builtin__.dict":
-		return &dict{}, nil
-	case "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3":
-		return rebuildTensor(g.name, args)
-	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state":
-		if len(args) < 1 {
-			return nil, fmt.Errorf("%w: bad pickle: %s without arguments", ErrCorrupt, g.name)
-		}
-		return args[0], nil
-	case "torch._tensor._rebuild_from_type_v2":
-		if depth >= maxCallDepth || len(args) < 3 {
-			return nil, fmt.Errorf("%w: bad pickle: %s with %d arguments at depth %d", ErrCorrupt, g.name, len(args), depth)
-		}
-		inner, ok := args[2].(tuple)
-		if !ok {
-			return nil, fmt.Errorf("%w: bad pickle: %s arguments are %s", ErrCorrupt, g.name, typeName(args[2]))
-		}
-		return callDepth(args[0], inner, depth+1)
-	case "torch._utils._rebuild_qtensor", "torch._utils._rebuild_sparse_tensor",
-		"torch._utils._rebuild_nested_tensor", "torch._utils._rebuild_meta_tensor_no_storage",
-		"torch._utils._rebuild_wrapper_subclass", "torch._utils._rebuild_device_tensor_from_numpy",
-		"torch._utils._rebuild_xla_tensor", "torch._utils._rebuild_mtia_tensor":
-		return nil, fmt.Errorf("%w: %s tensors", ErrUnsupportedDType, strings.TrimPrefix(g.name, "_rebuild_"))
-	}
-	return &object{class: g, args: args}, nil
+	return callBuiltin(g, args)
 }
 
 // rebuildTensor implements _rebuild_tensor(storage, offset, size, stride),
@@ -149,16 +169,10 @@ func intTuple(v any) ([]int64, error) {
 	return out, nil
 }
 
-// storageLoader answers torch's persistent IDs, ("storage", type, key, location,
+// persistent answers torch's persistent IDs, ("storage", type, key, location,
 // numel) in the zip format and the same plus view metadata in the legacy one,
 // returning one *storage per key.
-type storageLoader struct {
-	byKey map[string]*storage
-	// maxBytes bounds a storage's size: the input cannot hold more.
-	maxBytes int64
-}
-
-func (l *storageLoader) load(pid any) (any, error) {
+func (l *torchLoader) persistent(pid any) (any, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: bad pickle: persistent ID: %s", ErrCorrupt, fmt.Sprintf(format, a...))
 	}
@@ -403,217 +417,4 @@ func gather(t *tensor, st *storage, off, n int64, bo binary.ByteOrder) []float32
 		}
 	}
 	return out
-}
-
-// maxPickleBytes bounds the size of a zip's data.pkl.
-const maxPickleBytes = 1 << 30
-
-func readZip(r io.ReaderAt, size int64) (map[string]Tensor, error) {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return nil, fmt.Errorf("%w: zip: %v", ErrCorrupt, err)
-	}
-	entries := make(map[string]*zip.File, len(zr.File))
-	var pkl *zip.File
-	for _, f := range zr.File {
-		entries[f.Name] = f
-		if path.Base(f.Name) == "data.pkl" && strings.Count(f.Name, "/") <= 1 {
-			if pkl != nil {
-				return nil, fmt.Errorf("%w: zip holds %s and %s", ErrCorrupt, pkl.Name, f.Name)
-			}
-			pkl = f
-		}
-	}
-	if pkl == nil {
-		return nil, fmt.Errorf("%w: a zip archive without data.pkl is not a PyTorch checkpoint", ErrUnknownFormat)
-	}
-	prefix := strings.TrimSuffix(pkl.Name, "data.pkl")
-	bo := binary.ByteOrder(binary.LittleEndian)
-	if f := entries[prefix+"byteorder"]; f != nil {
-		b, err := readEntry(f, 16)
-		if err != nil {
-			return nil, err
-		}
-		switch strings.TrimSpace(string(b)) {
-		case "little":
-		case "big":
-			bo = binary.BigEndian
-		default:
-			return nil, fmt.Errorf("%w: byteorder %q", ErrCorrupt, b)
-		}
-	}
-	raw, err := readEntry(pkl, maxPickleBytes)
-	if err != nil {
-		return nil, err
-	}
-	loader := &storageLoader{byKey: make(map[string]*storage), maxBytes: size}
-	u := newUnpickler(bufio.NewReader(bytes.NewReader(raw)), int64(len(raw)), loader.load)
-	obj, err := u.load()
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, pkl.Name)
-	}
-	tensors := make(map[string]*tensor)
-	budget := maxNodes
-	if err := flatten(obj, "", tensors, 0, &budget); err != nil {
-		return nil, err
-	}
-	roots, err := planTorch(tensors, 64*size)
-	if err != nil {
-		return nil, err
-	}
-	jobs := make([]readJob, 0, len(roots))
-	for _, st := range roots {
-		name := prefix + "data/" + st.key
-		f := entries[name]
-		if f == nil {
-			return nil, fmt.Errorf("%w: storage %s missing from the archive", ErrCorrupt, name)
-		}
-		if f.UncompressedSize64 < uint64(len(st.data)) {
-			return nil, fmt.Errorf("%w: %s holds %d bytes, want %d", ErrCorrupt, name, f.UncompressedSize64, len(st.data))
-		}
-		j := readJob{name: name, dst: st.data}
-		full := f.UncompressedSize64 == uint64(len(st.data))
-		if f.Method == zip.Store && f.Flags&0x1 == 0 {
-			off, err := f.DataOffset()
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
-			}
-			if f.CompressedSize64 != f.UncompressedSize64 || off < 0 || int64(len(st.data)) > size-off {
-				return nil, fmt.Errorf("%w: %s: %d bytes at offset %d run past the end of a %d-byte file", ErrCorrupt, name, len(st.data), off, size)
-			}
-			j.off, j.crc, j.checkCRC = off, f.CRC32, full && f.CRC32 != 0
-		} else {
-			j.open = f.Open
-		}
-		jobs = append(jobs, j)
-	}
-	if err := readAll(r, jobs); err != nil {
-		return nil, err
-	}
-	return finishTorch(tensors, bo), nil
-}
-
-// readEntry reads a whole zip entry of at most limit bytes.
-func readEntry(f *zip.File, limit int64) ([]byte, error) {
-	rc, err := f.Open()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, f.Name, limit)
-	}
-	return b, nil
-}
-
-// legacyMagic is torch.serialization.MAGIC_NUMBER, the first pickle of a legacy file.
-var legacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
-
-func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16)
-	left := size
-	next := func(what string, persist persistentLoader) (any, error) {
-		u := newUnpickler(br, left, persist)
-		v, err := u.load()
-		left = u.limit
-		if err != nil {
-			return nil, fmt.Errorf("%w (in the %s pickle)", err, what)
-		}
-		return v, nil
-	}
-	magic, err := next("magic number", nil)
-	if err != nil {
-		return nil, err
-	}
-	if m, ok := magic.(*big.Int); !ok || m.Cmp(legacyMagic) != 0 {
-		return nil, fmt.Errorf("%w: a pickle without torch's magic number (%s)", ErrUnknownFormat, typeName(magic))
-	}
-	proto, err := next("protocol", nil)
-	if err != nil {
-		return nil, err
-	}
-	if p, ok := proto.(int64); !ok || p != 1001 {
-		return nil, fmt.Errorf("%w: legacy protocol %v, want 1001", ErrCorrupt, proto)
-	}
-	info, err := next("sys_info", nil)
-	if err != nil {
-		return nil, err
-	}
-	bo := binary.ByteOrder(binary.LittleEndian)
-	if d, ok := info.(*dict); ok {
-		if le, ok := d.get("little_endian"); ok && le == false {
-			bo = binary.BigEndian
-		}
-	}
-	loader := &storageLoader{byKey: make(map[string]*storage), maxBytes: size}
-	obj, err := next("data", loader.load)
-	if err != nil {
-		return nil, err
-	}
-	keysObj, err := next("storage keys", nil)
-	if err != nil {
-		return nil, err
-	}
-	keys, ok := keysObj.(*list)
-	if !ok {
-		return nil, fmt.Errorf("%w: storage keys are %s, want a list", ErrCorrupt, typeName(keysObj))
-	}
-	tensors := make(map[string]*tensor)
-	budget := maxNodes
-	if err := flatten(obj, "", tensors, 0, &budget); err != nil {
-		return nil, err
-	}
-	roots, err := planTorch(tensors, 8*size)
-	if err != nil {
-		return nil, err
-	}
-	wanted := make(map[*storage]bool, len(roots))
-	for _, st := range roots {
-		wanted[st] = true
-	}
-	// The storages follow in key order, each as an int64 element count and its bytes.
-	pos := size - left
-	jobs := make([]readJob, 0, len(roots))
-	for _, k := range keys.items {
-		key, ok := k.(string)
-		if !ok {
-			return nil, fmt.Errorf("%w: storage key is %s", ErrCorrupt, typeName(k))
-		}
-		st := loader.byKey[key]
-		if st == nil {
-			return nil, fmt.Errorf("%w: storage %s is listed but never used", ErrCorrupt, key)
-		}
-		var hdr [8]byte
-		if pos > size-8 {
-			return nil, fmt.Errorf("%w: storage %s: file ends at %d", ErrCorrupt, key, size)
-		}
-		if _, err := r.ReadAt(hdr[:], pos); err != nil {
-			return nil, fmt.Errorf("%w: storage %s: %v", ErrCorrupt, key, err)
-		}
-		n := int64(bo.Uint64(hdr[:]))
-		if n != st.numel {
-			return nil, fmt.Errorf("%w: storage %s has %d elements in the file, want %d", ErrCorrupt, key, n, st.numel)
-		}
-		pos += 8
-		nbytes := n * int64(st.dtype.Size())
-		if nbytes > size-pos {
-			return nil, fmt.Errorf("%w: storage %s: %d bytes at offset %d run past the end of a %d-byte file", ErrCorrupt, key, nbytes, pos, size)
-		}
-		if wanted[st] {
-			jobs = append(jobs, readJob{name: "storage " + key, off: pos, dst: st.data})
-			delete(wanted, st)
-		}
-		pos += nbytes
-	}
-	for st := range wanted {
-		return nil, fmt.Errorf("%w: storage %s missing from the file", ErrCorrupt, st.key)
-	}
-	if err := readAll(r, jobs); err != nil {
-		return nil, err
-	}
-	return finishTorch(tensors, bo), nil
 }
