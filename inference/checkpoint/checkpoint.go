@@ -8,11 +8,12 @@
 //     archive is PyTorch's current torch.save format, a pickle protocol header is
 //     PyTorch's legacy (pre-1.6) format, an 8-byte header length followed by '{' is
 //     safetensors.
-//  2. The index is decoded: the pickled object (data.pkl in the zip, the fourth
-//     pickle in a legacy file) by a small unpickler that understands only
-//     OrderedDict, torch's tensor rebuild functions and storage types, or the
-//     safetensors JSON header. Nested dictionaries are flattened with dots, so a
-//     checkpoint {"state_dict": {"conv1.weight": ...}} yields "state_dict.conv1.weight".
+//  2. The index is decoded: the pickled object (data.pkl in the zip, streamed as it
+//     inflates; the fourth pickle in a legacy file) by a small unpickler that
+//     knows Python's built-in types (pickle.go), given torch's storages and tensor
+//     rebuild functions as hooks (torch.go); or the safetensors JSON header.
+//     Nested dictionaries are flattened with dots, so a checkpoint {"state_dict":
+//     {"conv1.weight": ...}} yields "state_dict.conv1.weight".
 //  3. Every storage that a tensor uses is read once, in parallel, straight from the
 //     file with ReadAt: a float32 little-endian tensor that fills its storage is read
 //     into its final slice with one copy; other dtypes, byte orders and strided views
@@ -20,7 +21,24 @@
 //     CRC-32.
 //
 // Corrupt, truncated or hostile input gives an error wrapping one of the sentinel
-// errors below, never a panic and never an allocation larger than the input.
+// errors below, never a panic. What a PyTorch file of S bytes may make the reader
+// hold is bounded by S, and a file over a bound is refused with ErrTooLarge, in an
+// error that names the limit:
+//
+//   - data.pkl may inflate to at most 4*S + 1 MiB bytes (torch.save stores it
+//     uncompressed, so it is smaller than S);
+//   - the pickle's values (stack, memo, containers, strings, tensor names) may take
+//     at most 16*S + 1 MiB bytes of memory, counted before they are made, and the
+//     unpickler holds at most 1,048,576 stack values, 4,096 open marks, 1,048,576
+//     memo entries, strings, bytes and ints of 16 MiB, global names of 1 KiB and
+//     decimal ints of 4,300 digits (Python's own limit);
+//   - flattening visits at most 1,048,576 values, tensors may have 64 dimensions,
+//     and storages and float32 tensors together may take at most 8*S bytes.
+//
+// A rejected file therefore costs about 24*S + 1 MiB of allocation at most
+// (TestHostileFilesBounded checks 32*S + 4 MiB, for Go's size classes). Reading
+// a pickle takes time linear in its length: every opcode costs amortised O(1)
+// (see TestUnpickleLinear).
 package checkpoint
 
 import (
@@ -45,6 +63,9 @@ var (
 	ErrMissingKey       = errors.New("checkpoint: missing key")
 	ErrUnexpectedKey    = errors.New("checkpoint: unexpected key")
 	ErrShape            = errors.New("checkpoint: wrong shape")
+	// ErrTooLarge: the file asks for more than the limits that follow from its
+	// size allow (see the package documentation); the error names the limit.
+	ErrTooLarge = errors.New("checkpoint: over a size limit")
 )
 
 // DType is the element type a tensor had in the file.

@@ -2,14 +2,16 @@ package checkpoint
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
-	"strings"
+	"unsafe"
 )
 
 // This file is a small unpickler for what pickle writers emit in protocols 0 to 5
@@ -17,6 +19,9 @@ import (
 // Python's built-in types only: what a persistent ID refers to and what calling a
 // global makes are hooks its user passes (torch.go's for torch.save files). Without
 // a hook, a call makes an opaque *object.
+//
+// Every opcode costs amortised O(1) time, so reading a pickle takes time linear in
+// its length; memory is bounded by pickleLimits and a budget (see budget).
 
 // pickle values: nil (None), bool, int64, *big.Int, float64, string, []byte,
 // tuple, *list, *dict, *set, global, *object, and what the hooks return.
@@ -24,11 +29,14 @@ type (
 	tuple []any
 	list  struct{ items []any }
 	set   struct{ items []any }
-	// dict keeps insertion order; keys are compared with ==, so only hashable
-	// Go values (strings, numbers, globals) are usable keys.
+	// dict keeps insertion order. Keys of the hashable types it supports (None,
+	// bool, int64, float64, str, global) are compared by value; other keys are
+	// dropped, as Python could not have pickled most of them either. A dict of
+	// more than smallDict keys finds them through index.
 	dict struct {
-		keys []any
-		vals []any
+		keys  []any
+		vals  []any
+		index map[any]int // position in keys, by indexKey
 	}
 	global struct{ module, name string }
 	// object is an instance of a class the unpickler's hooks do not know.
@@ -39,35 +47,95 @@ type (
 	}
 )
 
-func (d *dict) set(k, v any) {
-	if !hashable(k) {
-		return // unhashable keys cannot occur in Python dicts either
+// smallDict is the most keys a dict finds by scanning them.
+const smallDict = 8
+
+// find returns the position of key k, or -1.
+func (d *dict) find(k any) int {
+	if d.index != nil {
+		if i, ok := d.index[indexKey(k)]; ok {
+			return i
+		}
+		return -1
 	}
-	for i, key := range d.keys {
-		if key == k {
-			d.vals[i] = v
-			return
+	for i, x := range d.keys {
+		if sameKey(x, k) {
+			return i
 		}
 	}
-	d.keys = append(d.keys, k)
-	d.vals = append(d.vals, v)
+	return -1
 }
 
+// get returns the value under the string key k, which must be at most
+// internMin bytes long (lookups from Go code use short literal keys).
 func (d *dict) get(k string) (any, bool) {
-	for i, key := range d.keys {
-		if s, ok := key.(string); ok && s == k {
-			return d.vals[i], true
-		}
+	if len(k) > internMin {
+		return nil, false
+	}
+	if i := d.find(k); i >= 0 {
+		return d.vals[i], true
 	}
 	return nil, false
 }
 
+// internMin is the length above which the unpickler interns strings: all equal
+// strings longer than this share one copy, so a dict hashes them by address.
+const internMin = 64
+
+// longString is how the dict index sees a string longer than internMin bytes:
+// by its (interned, hence unique) address, so that hashing a key costs O(1)
+// however long the key is.
+type longString struct {
+	p *byte
+	n int
+}
+
+// globalKey is how the dict index sees a global.
+type globalKey struct{ module, name any }
+
+// hashable reports whether k can be a dict key.
 func hashable(k any) bool {
 	switch k.(type) {
 	case nil, bool, int64, float64, string, global:
 		return true
 	}
 	return false
+}
+
+// indexKey is the hashable key k as the dict index stores it.
+func indexKey(k any) any {
+	switch k := k.(type) {
+	case string:
+		if len(k) > internMin {
+			return longString{unsafe.StringData(k), len(k)}
+		}
+	case global:
+		return globalKey{indexKey(k.module), indexKey(k.name)}
+	}
+	return k
+}
+
+// sameKey compares hashable keys as the index does, in O(1) time.
+func sameKey(a, b any) bool {
+	switch a := a.(type) {
+	case string:
+		b, ok := b.(string)
+		return ok && sameStr(a, b)
+	case global:
+		b, ok := b.(global)
+		return ok && sameStr(a.module, b.module) && sameStr(a.name, b.name)
+	}
+	return a == b
+}
+
+func sameStr(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > internMin {
+		return unsafe.StringData(a) == unsafe.StringData(b)
+	}
+	return a == b
 }
 
 // persistentFunc turns a persistent ID into a value (torch: a storage).
@@ -96,29 +164,102 @@ type pickleHooks struct {
 	call       callFunc       // nil: callBuiltin
 }
 
-// unpickler reads one pickle from r. limit bounds any length read from the
-// stream, so a corrupt length cannot make it allocate more than the input holds.
-type unpickler struct {
-	r     *bufio.Reader
-	limit int64 // bytes left in the input
-	hooks pickleHooks
-	stack []any
-	marks []int
-	memo  map[uint32]any
-	ops   int
+// pickleLimits bound what one pickle may make the unpickler hold, beyond the
+// memory budget that all values share. The defaults are far above what a state
+// dict needs (a pickle writer batches dict and list items 1,000 at a time, and
+// nests as deep as its objects) and far below what would exhaust memory.
+type pickleLimits struct {
+	stack  int   // values on the stack
+	marks  int   // MARKs open at once; Python's pickler opens one per nesting level
+	memo   int   // memo entries
+	object int64 // bytes of one str, bytes or int, and of one text line
+	global int   // bytes of a global's module or name
 }
 
-// maxPickleOps bounds the work one pickle may cause.
-const maxPickleOps = 1 << 26
+var defaultPickleLimits = pickleLimits{
+	stack:  1 << 20,
+	marks:  1 << 12, // Python's recursion limit, 1,000 by default, nests less
+	memo:   1 << 20,
+	object: 16 << 20,
+	global: 1 << 10,
+}
+
+// maxIntDigits bounds the decimal digits of a text INT or LONG: it is Python's
+// own default limit (sys.get_int_max_str_digits()), and it keeps their
+// conversion, which is quadratic in the digits, cheap.
+const maxIntDigits = 4300
+
+// budget is the memory, in bytes, that decoding one file may still take: the
+// unpickler charges every value before it makes it, and flatten its names. The
+// charges estimate Go's memory (headers, slice growth, map entries), so that the
+// budget bounds what the process allocates, not only what the file declares.
+type budget struct {
+	left  int64
+	limit int64
+	why   string // how limit follows from the file, for the error
+}
+
+func newBudget(limit int64, why string) *budget {
+	return &budget{left: limit, limit: limit, why: why}
+}
+
+// charge takes n bytes from the budget, or fails with ErrTooLarge naming the
+// limit.
+func (b *budget) charge(n int64) error {
+	if n > b.left {
+		b.left = 0
+		return fmt.Errorf("%w: decoding needs more than %d bytes of memory (%s)", ErrTooLarge, b.limit, b.why)
+	}
+	b.left -= n
+	return nil
+}
+
+// Estimated Go memory of the values the unpickler makes, charged to the budget;
+// the slices it grows (the stack, lists, sets, dicts) are charged exactly, by grow.
+const (
+	valueCost  = 16  // a boxed scalar or a string header
+	objectCost = 64  // a container, global, object or call result
+	entryCost  = 128 // a map entry (dict index, sparse memo, interned string), with the map's growth
+	slotBytes  = 16  // an element of a []any
+)
+
+// unpickler reads one pickle from r. limit is the number of bytes left in the
+// input; no length read from the stream may exceed it.
+type unpickler struct {
+	r     *bufio.Reader
+	limit int64
+	hooks pickleHooks
+	lim   pickleLimits
+	mem   *budget
+	stack []any
+	marks []int
+	// memo holds entries 0, 1, 2, ... as Python's picklers number them; sparse
+	// the others, so that a large index cannot claim a large slice.
+	memo    []any
+	memoOK  []bool // whether memo[i] was put
+	memoSet int    // entries put in memo
+	sparse  map[uint32]any
+	intern  map[string]string
+	line    []byte // scratch for text lines
+	// high-water marks, for tests and for choosing the limits
+	maxStack, maxMarks int
+}
 
 var errStop = errors.New("stop")
 
-func newUnpickler(r *bufio.Reader, limit int64, hooks pickleHooks) *unpickler {
-	return &unpickler{r: r, limit: limit, memo: make(map[uint32]any), hooks: hooks}
+func newUnpickler(r *bufio.Reader, limit int64, mem *budget, hooks pickleHooks) *unpickler {
+	return &unpickler{
+		r: r, limit: limit, hooks: hooks, lim: defaultPickleLimits, mem: mem,
+		sparse: make(map[uint32]any), intern: make(map[string]string),
+	}
 }
 
 func (u *unpickler) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: bad pickle: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+func (u *unpickler) tooLarge(format string, args ...any) error {
+	return fmt.Errorf("%w: pickle: %s", ErrTooLarge, fmt.Sprintf(format, args...))
 }
 
 func (u *unpickler) readByte() (byte, error) {
@@ -127,27 +268,52 @@ func (u *unpickler) readByte() (byte, error) {
 	}
 	b, err := u.r.ReadByte()
 	if err != nil {
-		return 0, u.errorf("unexpected end of data")
+		return 0, u.readError(err)
 	}
 	u.limit--
 	return b, nil
 }
 
-func (u *unpickler) read(n int64) ([]byte, error) {
-	if n < 0 || n > u.limit {
-		return nil, u.errorf("unexpected end of data: length %d exceeds the %d bytes left", n, u.limit)
+// readError describes a failed read: the input ended, or the reader under it
+// failed (a zip entry's checksum, say).
+func (u *unpickler) readError(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return u.errorf("unexpected end of data")
+	}
+	return u.errorf("reading: %v", err)
+}
+
+// readInto fills b from the input.
+func (u *unpickler) readInto(b []byte) error {
+	if int64(len(b)) > u.limit {
+		return u.errorf("unexpected end of data: length %d exceeds the %d bytes left", len(b), u.limit)
+	}
+	if _, err := io.ReadFull(u.r, b); err != nil {
+		return u.readError(err)
+	}
+	u.limit -= int64(len(b))
+	return nil
+}
+
+// readObject reads the n bytes of one str, bytes or int, checking n against the
+// input left and the object limit and charging them before it allocates.
+func (u *unpickler) readObject(n uint64, what string) ([]byte, error) {
+	if n > uint64(u.limit) {
+		return nil, u.errorf("unexpected end of data: %s of %d bytes exceeds the %d bytes left", what, n, u.limit)
+	}
+	if n > uint64(u.lim.object) {
+		return nil, u.tooLarge("%s of %d bytes, more than the limit of %d", what, n, u.lim.object)
+	}
+	if err := u.mem.charge(int64(n) + valueCost); err != nil {
+		return nil, err
 	}
 	b := make([]byte, n)
-	if _, err := io.ReadFull(u.r, b); err != nil {
-		return nil, u.errorf("unexpected end of data")
-	}
-	u.limit -= n
-	return b, nil
+	return b, u.readInto(b)
 }
 
 func (u *unpickler) readUint(n int) (uint64, error) {
-	b, err := u.read(int64(n))
-	if err != nil {
+	var b [8]byte
+	if err := u.readInto(b[:n]); err != nil {
 		return 0, err
 	}
 	var v uint64
@@ -157,76 +323,178 @@ func (u *unpickler) readUint(n int) (uint64, error) {
 	return v, nil
 }
 
-func (u *unpickler) readLine() (string, error) {
-	var sb strings.Builder
+// readLine reads a text argument up to '\n'; the result is valid until the next
+// readLine.
+func (u *unpickler) readLine() ([]byte, error) {
+	u.line = u.line[:0]
 	for {
 		b, err := u.readByte()
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if b == '\n' {
-			return strings.TrimSuffix(sb.String(), "\r"), nil
+			if n := len(u.line); n > 0 && u.line[n-1] == '\r' {
+				return u.line[:n-1], nil
+			}
+			return u.line, nil
 		}
-		if sb.Len() > 1<<16 {
-			return "", u.errorf("line longer than 64 KiB")
+		if int64(len(u.line)) >= min(u.lim.object, 1<<16) {
+			return nil, u.tooLarge("text line longer than %d bytes", min(u.lim.object, 1<<16))
 		}
-		sb.WriteByte(b)
+		u.line = append(u.line, b)
 	}
 }
 
-func (u *unpickler) push(v any) { u.stack = append(u.stack, v) }
+// str makes a str value of b, which it copies. Strings longer than internMin
+// are interned: equal ones share one copy (see longString). Looking b up hashes
+// it once, which its reading has paid for.
+func (u *unpickler) str(b []byte) (string, error) {
+	if len(b) <= internMin {
+		return string(b), u.mem.charge(int64(len(b)) + valueCost)
+	}
+	if s, ok := u.intern[string(b)]; ok {
+		return s, nil
+	}
+	if err := u.mem.charge(int64(len(b)) + valueCost + entryCost); err != nil {
+		return "", err
+	}
+	s := string(b)
+	u.intern[s] = s
+	return s, nil
+}
+
+// strOwned is str for a fresh b from readObject, which readObject has charged
+// and which nothing else references: the string shares its bytes.
+func (u *unpickler) strOwned(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "", nil
+	}
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	if len(b) <= internMin {
+		return s, nil
+	}
+	if is, ok := u.intern[s]; ok {
+		return is, nil
+	}
+	if err := u.mem.charge(entryCost); err != nil {
+		return "", err
+	}
+	u.intern[s] = s
+	return s, nil
+}
+
+// name makes the module or name of a global.
+func (u *unpickler) name(b []byte) (string, error) {
+	if len(b) > u.lim.global {
+		return "", u.tooLarge("global name of %d bytes, more than the limit of %d", len(b), u.lim.global)
+	}
+	return u.str(b)
+}
+
+// grow makes room for n more items in s, doubling its capacity (append's
+// growth of a quarter would allocate five times the final size along the way),
+// and charges the new array.
+func (u *unpickler) grow(s []any, n int) ([]any, error) {
+	if len(s)+n <= cap(s) {
+		return s, nil
+	}
+	c := max(2*cap(s), len(s)+n, 4)
+	if err := u.mem.charge(slotBytes * int64(c)); err != nil {
+		return nil, err
+	}
+	g := make([]any, len(s), c)
+	copy(g, s)
+	return g, nil
+}
+
+func (u *unpickler) push(v any) error {
+	if len(u.stack) == cap(u.stack) {
+		if len(u.stack) >= u.lim.stack {
+			return u.tooLarge("more than %d values on the stack (the limit)", u.lim.stack)
+		}
+		var err error
+		if u.stack, err = u.grow(u.stack, 1); err != nil {
+			return err
+		}
+	}
+	u.stack = append(u.stack, v)
+	u.maxStack = max(u.maxStack, len(u.stack))
+	return nil
+}
+
+// floor is the stack height below which pop may not reach: the last mark.
+func (u *unpickler) floor() int {
+	if len(u.marks) > 0 {
+		return u.marks[len(u.marks)-1]
+	}
+	return 0
+}
 
 func (u *unpickler) pop() (any, error) {
 	n := len(u.stack)
-	if n == 0 || (len(u.marks) > 0 && u.marks[len(u.marks)-1] == n) {
+	if n <= u.floor() {
 		return nil, u.errorf("stack underflow")
 	}
 	v := u.stack[n-1]
+	u.stack[n-1] = nil
 	u.stack = u.stack[:n-1]
 	return v, nil
 }
 
 func (u *unpickler) top() (any, error) {
 	n := len(u.stack)
-	if n == 0 || (len(u.marks) > 0 && u.marks[len(u.marks)-1] == n) {
+	if n <= u.floor() {
 		return nil, u.errorf("stack underflow")
 	}
 	return u.stack[n-1], nil
 }
 
-// popMark returns the items above the last mark and removes them and the mark.
+// popMark removes the last mark and the items above it, and returns them in a
+// slice that the next push overwrites: the caller copies or consumes them first.
 func (u *unpickler) popMark() ([]any, error) {
 	if len(u.marks) == 0 {
 		return nil, u.errorf("no mark on the stack")
 	}
 	m := u.marks[len(u.marks)-1]
 	u.marks = u.marks[:len(u.marks)-1]
-	items := append([]any(nil), u.stack[m:]...)
+	items := u.stack[m:]
 	u.stack = u.stack[:m]
 	return items, nil
 }
 
+// popN is popMark for the top n items.
 func (u *unpickler) popN(n int) ([]any, error) {
-	floor := 0
-	if len(u.marks) > 0 {
-		floor = u.marks[len(u.marks)-1]
-	}
-	if len(u.stack)-floor < n {
+	if len(u.stack)-u.floor() < n {
 		return nil, u.errorf("stack underflow")
 	}
-	items := append([]any(nil), u.stack[len(u.stack)-n:]...)
+	items := u.stack[len(u.stack)-n:]
 	u.stack = u.stack[:len(u.stack)-n]
 	return items, nil
 }
 
+// collect copies popped items into a new container's slice, charging for it.
+func (u *unpickler) collect(items []any) ([]any, error) {
+	if err := u.mem.charge(objectCost + slotBytes*int64(len(items))); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(items)
+	clear(items)
+	return out, nil
+}
+
 func (u *unpickler) memoGet(i uint64) error {
-	v, ok := u.memo[uint32(i)]
+	if i < uint64(len(u.memo)) && u.memoOK[i] {
+		return u.push(u.memo[i])
+	}
+	v, ok := u.sparse[uint32(i)]
 	if !ok || i > math.MaxUint32 {
 		return u.errorf("memo key %d not found", i)
 	}
-	u.push(v)
-	return nil
+	return u.push(v)
 }
+
+// memoLen is the number of memo entries.
+func (u *unpickler) memoLen() int { return u.memoSet + len(u.sparse) }
 
 func (u *unpickler) memoPut(i uint64) error {
 	if i > math.MaxUint32 {
@@ -236,17 +504,60 @@ func (u *unpickler) memoPut(i uint64) error {
 	if err != nil {
 		return err
 	}
-	u.memo[uint32(i)] = v
+	switch {
+	case i < uint64(len(u.memo)):
+		if !u.memoOK[i] {
+			if err := u.memoAdd(); err != nil {
+				return err
+			}
+			u.memoOK[i] = true
+			u.memoSet++
+		}
+		u.memo[i] = v
+		return nil
+	case i == uint64(len(u.memo)):
+		if _, ok := u.sparse[uint32(i)]; !ok {
+			if err := u.memoAdd(); err != nil {
+				return err
+			}
+			if len(u.memo) == cap(u.memo) {
+				if u.memo, err = u.grow(u.memo, 1); err != nil {
+					return err
+				}
+				ok := make([]bool, len(u.memoOK), cap(u.memo))
+				copy(ok, u.memoOK)
+				u.memoOK = ok
+			}
+			u.memo = append(u.memo, v)
+			u.memoOK = append(u.memoOK, true)
+			u.memoSet++
+			return nil
+		}
+	default:
+		if _, ok := u.sparse[uint32(i)]; !ok {
+			if err := u.memoAdd(); err != nil {
+				return err
+			}
+			if err := u.mem.charge(entryCost); err != nil {
+				return err
+			}
+		}
+	}
+	u.sparse[uint32(i)] = v
+	return nil
+}
+
+// memoAdd checks that the memo may take one more entry.
+func (u *unpickler) memoAdd() error {
+	if u.memoLen() >= u.lim.memo {
+		return u.tooLarge("more than %d memo entries (the limit)", u.lim.memo)
+	}
 	return nil
 }
 
 // load runs the pickle to its STOP opcode and returns the value left.
 func (u *unpickler) load() (any, error) {
 	for {
-		u.ops++
-		if u.ops > maxPickleOps {
-			return nil, u.errorf("more than %d opcodes", maxPickleOps)
-		}
 		op, err := u.readByte()
 		if err != nil {
 			return nil, err
@@ -276,7 +587,11 @@ func (u *unpickler) step(op byte) error {
 	case '.': // STOP
 		return errStop
 	case '(': // MARK
+		if len(u.marks) >= u.lim.marks {
+			return u.tooLarge("more than %d marks open (the limit)", u.lim.marks)
+		}
 		u.marks = append(u.marks, len(u.stack))
+		u.maxMarks = max(u.maxMarks, len(u.marks))
 	case '0': // POP
 		if len(u.marks) > 0 && u.marks[len(u.marks)-1] == len(u.stack) {
 			u.marks = u.marks[:len(u.marks)-1]
@@ -285,32 +600,33 @@ func (u *unpickler) step(op byte) error {
 		_, err := u.pop()
 		return err
 	case '1': // POP_MARK
-		_, err := u.popMark()
+		items, err := u.popMark()
+		clear(items)
 		return err
 	case '2': // DUP
 		v, err := u.top()
 		if err != nil {
 			return err
 		}
-		u.push(v)
+		return u.push(v)
 	case 'N':
-		u.push(nil)
+		return u.push(nil)
 	case 0x88:
-		u.push(true)
+		return u.push(true)
 	case 0x89:
-		u.push(false)
-	case 'K': // BININT1
-		v, err := u.readUint(1)
-		u.push(int64(v))
-		return err
-	case 'M': // BININT2
-		v, err := u.readUint(2)
-		u.push(int64(v))
-		return err
+		return u.push(false)
+	case 'K', 'M': // BININT1, BININT2
+		v, err := u.readUint(lengthSize(op))
+		if err != nil {
+			return err
+		}
+		return u.pushScalar(int64(v))
 	case 'J': // BININT
 		v, err := u.readUint(4)
-		u.push(int64(int32(uint32(v))))
-		return err
+		if err != nil {
+			return err
+		}
+		return u.pushScalar(int64(int32(uint32(v))))
 	case 0x8a, 0x8b: // LONG1, LONG4
 		size := 1
 		if op == 0x8b {
@@ -320,81 +636,56 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		b, err := u.read(int64(n))
+		b, err := u.readObject(n, "int")
 		if err != nil {
 			return err
 		}
-		u.push(decodeLong(b))
+		return u.push(decodeLong(b))
 	case 'I', 'L': // INT, LONG (text)
 		line, err := u.readLine()
 		if err != nil {
 			return err
 		}
-		line = strings.TrimSuffix(line, "L")
-		switch line {
-		case "00":
-			u.push(false)
-			return nil
-		case "01":
-			u.push(true)
-			return nil
+		if op == 'L' && len(line) > 0 && line[len(line)-1] == 'L' {
+			line = line[:len(line)-1]
 		}
-		if v, err := strconv.ParseInt(line, 10, 64); err == nil {
-			u.push(v)
-			return nil
-		}
-		bi, ok := new(big.Int).SetString(line, 10)
-		if !ok {
-			return u.errorf("bad integer %q", line)
-		}
-		u.push(bi)
+		return u.textInt(line)
 	case 'G': // BINFLOAT, big-endian
-		b, err := u.read(8)
-		if err != nil {
+		var b [8]byte
+		if err := u.readInto(b[:]); err != nil {
 			return err
 		}
-		u.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+		return u.pushScalar(math.Float64frombits(binary.BigEndian.Uint64(b[:])))
 	case 'F': // FLOAT (text)
 		line, err := u.readLine()
 		if err != nil {
 			return err
 		}
-		v, err := strconv.ParseFloat(line, 64)
+		v, err := strconv.ParseFloat(string(line), 64)
 		if err != nil {
 			return u.errorf("bad float %q", line)
 		}
-		u.push(v)
-	case 'X', 0x8c, 0x8d: // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+		return u.pushScalar(v)
+	case 'X', 0x8c, 0x8d, 'T', 'U': // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, BINSTRING, SHORT_BINSTRING
 		n, err := u.readUint(lengthSize(op))
 		if err != nil {
 			return err
 		}
-		if n > math.MaxInt64 {
-			return u.errorf("string length %d", n)
-		}
-		b, err := u.read(int64(n))
+		b, err := u.readObject(n, "str")
 		if err != nil {
 			return err
 		}
-		u.push(string(b))
+		str, err := u.strOwned(b)
+		if err != nil {
+			return err
+		}
+		return u.push(str)
 	case 'V': // UNICODE (raw-unicode-escape text; ASCII is all torch needs)
 		line, err := u.readLine()
-		u.push(line)
-		return err
-	case 'T', 'U': // BINSTRING, SHORT_BINSTRING (Python 2 str)
-		size := 4
-		if op == 'U' {
-			size = 1
-		}
-		n, err := u.readUint(size)
 		if err != nil {
 			return err
 		}
-		b, err := u.read(int64(n))
-		if err != nil {
-			return err
-		}
-		u.push(string(b))
+		return u.pushStr(line)
 	case 'S': // STRING (quoted text)
 		line, err := u.readLine()
 		if err != nil {
@@ -403,48 +694,45 @@ func (u *unpickler) step(op byte) error {
 		if len(line) < 2 || (line[0] != '\'' && line[0] != '"') || line[len(line)-1] != line[0] {
 			return u.errorf("bad STRING %q", line)
 		}
-		u.push(line[1 : len(line)-1])
+		return u.pushStr(line[1 : len(line)-1])
 	case 'B', 'C', 0x8e, 0x96: // BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8
 		n, err := u.readUint(lengthSize(op))
 		if err != nil {
 			return err
 		}
-		if n > math.MaxInt64 {
-			return u.errorf("bytes length %d", n)
-		}
-		b, err := u.read(int64(n))
+		b, err := u.readObject(n, "bytes")
 		if err != nil {
 			return err
 		}
-		u.push(b)
+		return u.push(b)
 	case ')':
-		u.push(tuple{})
+		return u.pushNew(tuple{})
 	case 0x85, 0x86, 0x87: // TUPLE1, TUPLE2, TUPLE3
 		items, err := u.popN(int(op-0x85) + 1)
 		if err != nil {
 			return err
 		}
-		u.push(tuple(items))
+		return u.pushCollected(items, func(c []any) any { return tuple(c) })
 	case 't': // TUPLE
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(tuple(items))
+		return u.pushCollected(items, func(c []any) any { return tuple(c) })
 	case ']':
-		u.push(&list{})
+		return u.pushNew(&list{})
 	case 'l': // LIST
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(&list{items: items})
+		return u.pushCollected(items, func(c []any) any { return &list{items: c} })
 	case 'a': // APPEND
-		v, err := u.pop()
+		items, err := u.popN(1)
 		if err != nil {
 			return err
 		}
-		return u.appendTo([]any{v})
+		return u.appendTo(items)
 	case 'e': // APPENDS
 		items, err := u.popMark()
 		if err != nil {
@@ -452,7 +740,7 @@ func (u *unpickler) step(op byte) error {
 		}
 		return u.appendTo(items)
 	case '}':
-		u.push(&dict{})
+		return u.pushNew(&dict{})
 	case 'd': // DICT
 		items, err := u.popMark()
 		if err != nil {
@@ -462,7 +750,7 @@ func (u *unpickler) step(op byte) error {
 		if err := u.setItems(d, items); err != nil {
 			return err
 		}
-		u.push(d)
+		return u.pushNew(d)
 	case 's': // SETITEM
 		kv, err := u.popN(2)
 		if err != nil {
@@ -476,7 +764,7 @@ func (u *unpickler) step(op byte) error {
 		}
 		return u.setItemsOnTop(items)
 	case 0x8f: // EMPTY_SET
-		u.push(&set{})
+		return u.pushNew(&set{})
 	case 0x90: // ADDITEMS
 		items, err := u.popMark()
 		if err != nil {
@@ -490,13 +778,17 @@ func (u *unpickler) step(op byte) error {
 		if !ok {
 			return u.errorf("ADDITEMS to %s", typeName(t))
 		}
+		if s.items, err = u.grow(s.items, len(items)); err != nil {
+			return err
+		}
 		s.items = append(s.items, items...)
+		clear(items)
 	case 0x91: // FROZENSET
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(&set{items: items})
+		return u.pushCollected(items, func(c []any) any { return &set{items: c} })
 	case 'g', 'h', 'j': // GET, BINGET, LONG_BINGET
 		i, err := u.memoIndex(op, lengthSize(op))
 		if err != nil {
@@ -510,17 +802,13 @@ func (u *unpickler) step(op byte) error {
 		}
 		return u.memoPut(i)
 	case 0x94: // MEMOIZE
-		return u.memoPut(uint64(len(u.memo)))
+		return u.memoPut(uint64(u.memoLen()))
 	case 'c': // GLOBAL
-		mod, err := u.readLine()
+		g, err := u.globalLines()
 		if err != nil {
 			return err
 		}
-		name, err := u.readLine()
-		if err != nil {
-			return err
-		}
-		u.push(global{mod, name})
+		return u.pushNew(g)
 	case 0x93: // STACK_GLOBAL
 		mn, err := u.popN(2)
 		if err != nil {
@@ -531,35 +819,31 @@ func (u *unpickler) step(op byte) error {
 		if !ok1 || !ok2 {
 			return u.errorf("STACK_GLOBAL of %s and %s", typeName(mn[0]), typeName(mn[1]))
 		}
-		u.push(global{mod, name})
+		clear(mn)
+		if max(len(mod), len(name)) > u.lim.global {
+			return u.tooLarge("global name of %d bytes, more than the limit of %d", max(len(mod), len(name)), u.lim.global)
+		}
+		return u.pushNew(global{mod, name})
 	case 'R': // REDUCE: callable, args
-		if err := u.apply(2, "REDUCE"); err != nil {
-			return err
-		}
+		return u.apply(2, "REDUCE")
 	case 0x81: // NEWOBJ: class, args
-		if err := u.apply(2, "NEWOBJ"); err != nil {
-			return err
-		}
+		return u.apply(2, "NEWOBJ")
 	case 0x92: // NEWOBJ_EX: class, args, kwargs
-		if err := u.apply(3, "NEWOBJ_EX"); err != nil {
-			return err
-		}
+		return u.apply(3, "NEWOBJ_EX")
 	case 'i': // INST
-		mod, err := u.readLine()
+		g, err := u.globalLines()
 		if err != nil {
 			return err
 		}
-		name, err := u.readLine()
+		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		args, err := u.popMark()
+		args, err := u.collect(items)
 		if err != nil {
 			return err
 		}
-		if err := u.callPush(global{mod, name}, args); err != nil {
-			return err
-		}
+		return u.callPush(g, args)
 	case 'o': // OBJ
 		items, err := u.popMark()
 		if err != nil {
@@ -568,9 +852,13 @@ func (u *unpickler) step(op byte) error {
 		if len(items) == 0 {
 			return u.errorf("OBJ without a class")
 		}
-		if err := u.callPush(items[0], items[1:]); err != nil {
+		class := items[0]
+		args, err := u.collect(items[1:])
+		if err != nil {
 			return err
 		}
+		items[0] = nil
+		return u.callPush(class, args)
 	case 'b': // BUILD
 		state, err := u.pop()
 		if err != nil {
@@ -595,11 +883,89 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		return u.persistent(line)
+		pid, err := u.str(line)
+		if err != nil {
+			return err
+		}
+		return u.persistent(pid)
 	default:
 		return u.errorf("unsupported opcode 0x%02x", op)
 	}
 	return nil
+}
+
+// pushScalar pushes an int64 or float64, charging for its box.
+func (u *unpickler) pushScalar(v any) error {
+	if err := u.mem.charge(valueCost); err != nil {
+		return err
+	}
+	return u.push(v)
+}
+
+// pushNew pushes a new container or global, charging for it.
+func (u *unpickler) pushNew(v any) error {
+	if err := u.mem.charge(objectCost); err != nil {
+		return err
+	}
+	return u.push(v)
+}
+
+func (u *unpickler) pushStr(b []byte) error {
+	s, err := u.str(b)
+	if err != nil {
+		return err
+	}
+	return u.push(s)
+}
+
+// pushCollected pushes wrap(a copy of items).
+func (u *unpickler) pushCollected(items []any, wrap func([]any) any) error {
+	c, err := u.collect(items)
+	if err != nil {
+		return err
+	}
+	return u.push(wrap(c))
+}
+
+// globalLines reads the module and name lines of GLOBAL and INST.
+func (u *unpickler) globalLines() (global, error) {
+	line, err := u.readLine()
+	if err != nil {
+		return global{}, err
+	}
+	mod, err := u.name(line)
+	if err != nil {
+		return global{}, err
+	}
+	if line, err = u.readLine(); err != nil {
+		return global{}, err
+	}
+	name, err := u.name(line)
+	return global{mod, name}, err
+}
+
+// textInt pushes the value of a protocol 0 INT or LONG line.
+func (u *unpickler) textInt(line []byte) error {
+	switch string(line) {
+	case "00":
+		return u.push(false)
+	case "01":
+		return u.push(true)
+	}
+	if v, err := strconv.ParseInt(string(line), 10, 64); err == nil {
+		return u.pushScalar(v)
+	}
+	if digits := len(bytes.TrimLeft(line, "+-")); digits > maxIntDigits {
+		return u.tooLarge("integer of %d digits, more than Python's limit of %d", digits, maxIntDigits)
+	}
+	if err := u.mem.charge(int64(len(line)) + objectCost); err != nil {
+		return err
+	}
+	bi, ok := new(big.Int).SetString(string(line), 10)
+	if !ok {
+		return u.errorf("bad integer %q", line)
+	}
+	return u.push(bi)
 }
 
 func (u *unpickler) memoIndex(op byte, size int) (uint64, error) {
@@ -610,7 +976,7 @@ func (u *unpickler) memoIndex(op byte, size int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	i, err := strconv.ParseUint(line, 10, 32)
+	i, err := strconv.ParseUint(string(line), 10, 32)
 	if err != nil {
 		return 0, u.errorf("bad memo index %q for opcode %q", line, op)
 	}
@@ -621,12 +987,14 @@ func (u *unpickler) persistent(pid any) error {
 	if u.hooks.persistent == nil {
 		return u.errorf("persistent ID without a loader")
 	}
+	if err := u.mem.charge(objectCost); err != nil {
+		return err
+	}
 	v, err := u.hooks.persistent(pid)
 	if err != nil {
 		return err
 	}
-	u.push(v)
-	return nil
+	return u.push(v)
 }
 
 func (u *unpickler) appendTo(items []any) error {
@@ -636,10 +1004,18 @@ func (u *unpickler) appendTo(items []any) error {
 	}
 	switch l := t.(type) {
 	case *list:
+		if l.items, err = u.grow(l.items, len(items)); err != nil {
+			return err
+		}
 		l.items = append(l.items, items...)
+		clear(items)
 	case *object:
 		// list subclasses: keep the items in the state
-		l.state = items
+		c, err := u.collect(items)
+		if err != nil {
+			return err
+		}
+		l.state = c
 	default:
 		return u.errorf("APPEND to %s", typeName(t))
 	}
@@ -654,6 +1030,7 @@ func (u *unpickler) setItemsOnTop(items []any) error {
 	d, ok := t.(*dict)
 	if !ok {
 		if _, ok := t.(*object); ok {
+			clear(items)
 			return nil // dict subclasses we do not know: their items are not needed
 		}
 		return u.errorf("SETITEM on %s", typeName(t))
@@ -661,13 +1038,55 @@ func (u *unpickler) setItemsOnTop(items []any) error {
 	return u.setItems(d, items)
 }
 
+// setItems stores key-value pairs in d, charging for the memory it takes.
 func (u *unpickler) setItems(d *dict, items []any) error {
 	if len(items)%2 != 0 {
 		return u.errorf("odd number of dict items")
 	}
 	for i := 0; i < len(items); i += 2 {
-		d.set(items[i], items[i+1])
+		if err := u.setItem(d, items[i], items[i+1]); err != nil {
+			return err
+		}
 	}
+	clear(items)
+	return nil
+}
+
+// setItem stores v under k in d.
+func (u *unpickler) setItem(d *dict, k, v any) error {
+	if !hashable(k) {
+		return nil
+	}
+	if i := d.find(k); i >= 0 {
+		d.vals[i] = v
+		return nil
+	}
+	var err error
+	if d.keys, err = u.grow(d.keys, 1); err != nil {
+		return err
+	}
+	if d.vals, err = u.grow(d.vals, 1); err != nil {
+		return err
+	}
+	switch {
+	case d.index != nil:
+		if err := u.mem.charge(entryCost); err != nil {
+			return err
+		}
+	case len(d.keys) == smallDict:
+		if err := u.mem.charge(entryCost * (smallDict + 1)); err != nil {
+			return err
+		}
+		d.index = make(map[any]int)
+		for i, k := range d.keys {
+			d.index[indexKey(k)] = i
+		}
+	}
+	if d.index != nil {
+		d.index[indexKey(k)] = len(d.keys)
+	}
+	d.keys = append(d.keys, k)
+	d.vals = append(d.vals, v)
 	return nil
 }
 
@@ -675,9 +1094,11 @@ func (u *unpickler) setItems(d *dict, items []any) error {
 // opcodes whose argument is a text line.
 func lengthSize(op byte) int {
 	switch op {
-	case 0x8c, 'C', 'h', 'q':
+	case 0x8c, 'C', 'h', 'q', 'K', 'U':
 		return 1
-	case 'X', 'B', 'j', 'r':
+	case 'M':
+		return 2
+	case 'X', 'B', 'j', 'r', 'T':
 		return 4
 	case 0x8d, 0x8e, 0x96:
 		return 8
@@ -698,12 +1119,9 @@ func decodeLong(b []byte) any {
 		shift := 64 - 8*uint(len(b))
 		return int64(v<<shift) >> shift
 	}
-	be := make([]byte, len(b))
-	for i := range b {
-		be[len(b)-1-i] = b[i]
-	}
-	v := new(big.Int).SetBytes(be)
-	if b[len(b)-1]&0x80 != 0 {
+	slices.Reverse(b) // big-endian for SetBytes; b is ours
+	v := new(big.Int).SetBytes(b)
+	if b[0]&0x80 != 0 {
 		v.Sub(v, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
 	}
 	return v
@@ -744,27 +1162,32 @@ func typeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// apply pops n stack items, calls the first with the second (a tuple) as its
+// apply pops n stack items and calls the first with the second (a tuple) as its
 // arguments (a NEWOBJ_EX's keyword arguments, the third, are not used by
-// anything torch.save writes) and pushes the result.
+// anything torch.save writes).
 func (u *unpickler) apply(n int, op string) error {
 	items, err := u.popN(n)
 	if err != nil {
 		return err
 	}
-	args, ok := items[1].(tuple)
+	f, a := items[0], items[1]
+	clear(items)
+	args, ok := a.(tuple)
 	if !ok {
-		return u.errorf("%s with %s arguments", op, typeName(items[1]))
+		return u.errorf("%s with %s arguments", op, typeName(a))
 	}
-	return u.callPush(items[0], args)
+	return u.callPush(f, args)
 }
 
 // callPush calls callable, which must be a global, with args and pushes the
-// result.
+// result. args must not be a slice that popMark or popN returned: hooks keep it.
 func (u *unpickler) callPush(callable any, args []any) error {
 	g, ok := callable.(global)
 	if !ok {
 		return u.errorf("call of %s", typeName(callable))
+	}
+	if err := u.mem.charge(objectCost); err != nil {
+		return err
 	}
 	call := u.hooks.call
 	if call == nil {
@@ -774,6 +1197,5 @@ func (u *unpickler) callPush(callable any, args []any) error {
 	if err != nil {
 		return err
 	}
-	u.push(v)
-	return nil
+	return u.push(v)
 }

@@ -52,19 +52,46 @@ var torchDTypes = map[string]DType{
 	"short": I16, "int8": I8, "uint8": U8, "bool": Bool,
 }
 
-// maxCallDepth bounds nested _rebuild_from_type_v2 calls.
-const maxCallDepth = 16
+// Limits on what a torch.save pickle describes.
+const (
+	// maxCallDepth bounds nested _rebuild_from_type_v2 calls.
+	maxCallDepth = 16
+	// maxDims bounds a tensor's dimensions; state dicts hold tensors of at most
+	// five (3-D convolutions).
+	maxDims = 64
+	// maxStorageKey bounds a storage key: torch.save writes decimal numbers.
+	maxStorageKey = 64
+	// maxNodes bounds the values flatten visits: shared sub-dicts could
+	// otherwise make a small pickle describe an exponential number of paths.
+	maxNodes = 1 << 20
+	// maxNesting is how deep flatten looks for tensors; deeper ones are ignored.
+	maxNesting = 16
+	// tensorFactor bounds the bytes of storages and float32 tensors together, as
+	// a multiple of the file's size. A file of float32 tensors needs 2 (its
+	// storages are read into the tensors), one of float16 3, one of uint8 5.
+	tensorFactor = 8
+)
+
+// valueBudget is the memory that decoding the pickles of a file of size bytes
+// may take (see budget). A state dict's pickle is a small part of its file and
+// needs less than the file's size; the factor leaves room for pickles that are
+// mostly small values, such as a dict of 200,000 ints.
+func valueBudget(size int64) *budget {
+	return newBudget(16*size+1<<20, fmt.Sprintf("the limit for a %d-byte file is 16 times its size plus 1 MiB", size))
+}
 
 // torchLoader gives the unpickler what torch.save's pickles refer to: storages
-// for persistent IDs, tensors for torch's rebuild functions.
+// for persistent IDs, tensors for torch's rebuild functions. It charges what it
+// makes to the unpickler's budget.
 type torchLoader struct {
 	byKey map[string]*storage
 	// maxBytes bounds a storage's size: the input cannot hold more.
 	maxBytes int64
+	mem      *budget
 }
 
-func newTorchLoader(maxBytes int64) *torchLoader {
-	return &torchLoader{byKey: make(map[string]*storage), maxBytes: maxBytes}
+func newTorchLoader(maxBytes int64, mem *budget) *torchLoader {
+	return &torchLoader{byKey: make(map[string]*storage), maxBytes: maxBytes, mem: mem}
 }
 
 func (l *torchLoader) hooks() pickleHooks {
@@ -80,7 +107,7 @@ func (l *torchLoader) callDepth(g global, args tuple, depth int) (any, error) {
 	case "torch._utils":
 		switch g.name {
 		case "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3":
-			return rebuildTensor(g.name, args)
+			return l.rebuildTensor(g.name, args)
 		case "_rebuild_parameter", "_rebuild_parameter_with_state":
 			if len(args) < 1 {
 				return nil, fmt.Errorf("%w: bad pickle: %s without arguments", ErrCorrupt, g.name)
@@ -113,7 +140,7 @@ func (l *torchLoader) callDepth(g global, args tuple, depth int) (any, error) {
 // rebuildTensor implements _rebuild_tensor(storage, offset, size, stride),
 // _rebuild_tensor_v2 (plus requires_grad, hooks, metadata) and
 // _rebuild_tensor_v3 (plus dtype).
-func rebuildTensor(name string, args tuple) (any, error) {
+func (l *torchLoader) rebuildTensor(name string, args tuple) (any, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: bad pickle: %s: %s", ErrCorrupt, name, fmt.Sprintf(format, a...))
 	}
@@ -127,6 +154,11 @@ func rebuildTensor(name string, args tuple) (any, error) {
 	off, ok := args[1].(int64)
 	if !ok || off < 0 {
 		return nil, bad("storage offset is %s", typeName(args[1]))
+	}
+	for _, a := range args[2:4] {
+		if t, ok := a.(tuple); ok && len(t) > maxDims {
+			return nil, fmt.Errorf("%w: %s: %d dimensions, more than the limit of %d", ErrTooLarge, name, len(t), maxDims)
+		}
 	}
 	shape, err := intTuple(args[2])
 	if err != nil {
@@ -150,9 +182,13 @@ func rebuildTensor(name string, args tuple) (any, error) {
 			}
 		}
 	}
+	if err := l.mem.charge(objectCost + 16*int64(len(shape))); err != nil {
+		return nil, err
+	}
 	return &tensor{st: st, offset: off, shape: shape, stride: stride}, nil
 }
 
+// intTuple converts a tuple of non-negative ints.
 func intTuple(v any) ([]int64, error) {
 	t, ok := v.(tuple)
 	if !ok {
@@ -199,12 +235,18 @@ func (l *torchLoader) persistent(pid any) (any, error) {
 		}
 		key = strconv.FormatInt(k, 10)
 	}
+	if len(key) > maxStorageKey {
+		return nil, bad("storage key of %d bytes, more than the limit of %d", len(key), maxStorageKey)
+	}
 	n, ok := t[4].(int64)
 	if !ok || n < 0 || n > l.maxBytes/int64(dt.Size()) {
-		return nil, bad("storage %s has %s elements, more than the file holds", key, typeName(t[4]))
+		return nil, bad("storage %s has %v elements, more than the file holds", key, t[4])
 	}
 	st, seen := l.byKey[key]
 	if !seen {
+		if err := l.mem.charge(objectCost + entryCost + int64(len(key))); err != nil {
+			return nil, err
+		}
 		st = &storage{key: key, dtype: dt, numel: n}
 		l.byKey[key] = st
 	} else if st.dtype != dt {
@@ -221,65 +263,89 @@ func (l *torchLoader) persistent(pid any) (any, error) {
 		if !ok1 || !ok2 || off < 0 || size < 0 || off > st.numel || size > st.numel-off {
 			return nil, bad("view of storage %s out of range", key)
 		}
+		if err := l.mem.charge(objectCost); err != nil {
+			return nil, err
+		}
 		return &storage{key: key, dtype: dt, numel: size, root: st, off: off}, nil
 	}
 	return st, nil
 }
 
-// maxNodes bounds the values flatten visits: shared sub-tuples could otherwise
-// make a small pickle describe an exponential number of paths.
-const maxNodes = 1 << 20
-
-// flatten collects the tensors of v under dotted names; *budget counts down the
-// values it may still visit.
-func flatten(v any, prefix string, out map[string]*tensor, depth int, budget *int) error {
-	*budget--
-	if *budget < 0 {
-		return fmt.Errorf("%w: bad pickle: more than %d nested values", ErrCorrupt, maxNodes)
+// stateDictTensors names the tensors of a pickled state dict. Nested dicts,
+// lists and tuples are flattened with dots, up to maxNesting levels; names are
+// charged to mem.
+func stateDictTensors(obj any, mem *budget) (map[string]*tensor, error) {
+	f := flattener{out: make(map[string]*tensor), mem: mem}
+	if err := f.visit(obj); err != nil {
+		return nil, err
 	}
-	if depth > 16 {
+	return f.out, nil
+}
+
+// flattener walks a state dict. It builds a dotted name only for a tensor, from
+// path, so visiting a value costs O(1) and a name is paid for once.
+type flattener struct {
+	out   map[string]*tensor
+	path  []string
+	nodes int
+	mem   *budget
+}
+
+func (f *flattener) visit(v any) error {
+	f.nodes++
+	if f.nodes > maxNodes {
+		return fmt.Errorf("%w: the pickle's values reach more than %d values (the limit) through shared containers", ErrTooLarge, maxNodes)
+	}
+	if len(f.path) > maxNesting {
 		return nil
 	}
-	join := func(k string) string {
-		if prefix == "" {
-			return k
-		}
-		return prefix + "." + k
-	}
-	var items []any
-	var names func(i int) string
 	switch v := v.(type) {
 	case *tensor:
-		out[prefix] = v
-		return nil
-	case *dict:
-		items = v.vals
-		names = func(i int) string {
-			switch k := v.keys[i].(type) {
-			case string:
-				return k
-			case int64:
-				return strconv.FormatInt(k, 10)
-			}
-			return ""
+		n := len(f.path)
+		for _, p := range f.path {
+			n += len(p)
 		}
-	case *list:
-		items = v.items
-	case tuple:
-		items = v
-	}
-	for i, x := range items {
-		name := strconv.Itoa(i)
-		if names != nil {
-			if name = names(i); name == "" {
+		if err := f.mem.charge(int64(n) + entryCost); err != nil {
+			return err
+		}
+		f.out[strings.Join(f.path, ".")] = v
+	case *dict:
+		for i, k := range v.keys {
+			var name string
+			switch k := k.(type) {
+			case string:
+				name = k
+			case int64:
+				name = strconv.FormatInt(k, 10)
+			default:
 				continue
 			}
+			if err := f.enter(name, v.vals[i]); err != nil {
+				return err
+			}
 		}
-		if err := flatten(x, join(name), out, depth+1, budget); err != nil {
+	case *list:
+		return f.items(v.items)
+	case tuple:
+		return f.items(v)
+	}
+	return nil
+}
+
+func (f *flattener) items(items []any) error {
+	for i, x := range items {
+		if err := f.enter(strconv.Itoa(i), x); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (f *flattener) enter(name string, v any) error {
+	f.path = append(f.path, name)
+	err := f.visit(v)
+	f.path = f.path[:len(f.path)-1]
+	return err
 }
 
 // root returns the storage that owns the bytes and the element offset into it.
@@ -332,9 +398,12 @@ func (t *tensor) check() (n int64, contiguous bool, err error) {
 // planTorch checks every tensor, decides which storages can be read straight into
 // their tensor's final slice, and returns the storages to read.
 //
-// budget bounds the bytes of storages and of float32 results together, so that a
-// small hostile file cannot claim a large allocation.
-func planTorch(tensors map[string]*tensor, budget int64) ([]*storage, error) {
+// The bytes of the storages and of the float32 results, with each name's shape,
+// must stay within tensorFactor times size, the file's size, so that a small
+// hostile file cannot claim a large allocation (such as one storage under many
+// names, or a deflated storage of zeros).
+func planTorch(tensors map[string]*tensor, size int64) ([]*storage, error) {
+	limit := tensorFactor * size
 	uses := make(map[*storage]int)
 	var total int64
 	for name, t := range tensors {
@@ -347,9 +416,9 @@ func planTorch(tensors map[string]*tensor, budget int64) ([]*storage, error) {
 			total += st.numel * int64(st.dtype.Size())
 		}
 		uses[st]++
-		total += 4 * n
-		if total > budget {
-			return nil, fmt.Errorf("%w: tensors need more than %d bytes, more than the file can hold", ErrCorrupt, budget)
+		total += 4*n + 8*int64(len(t.shape)) + objectCost
+		if total > limit {
+			return nil, fmt.Errorf("%w: tensors need more than %d bytes (the limit for a %d-byte file is %d times its size)", ErrTooLarge, limit, size, tensorFactor)
 		}
 	}
 	var roots []*storage

@@ -20,8 +20,9 @@ var legacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
 func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16)
 	left := size
+	mem := valueBudget(size)
 	next := func(what string, hooks pickleHooks) (any, error) {
-		u := newUnpickler(br, left, hooks)
+		u := newUnpickler(br, left, mem, hooks)
 		v, err := u.load()
 		left = u.limit
 		if err != nil {
@@ -53,7 +54,7 @@ func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 			bo = binary.BigEndian
 		}
 	}
-	loader := newTorchLoader(size)
+	loader := newTorchLoader(size, mem)
 	obj, err := next("data", loader.hooks())
 	if err != nil {
 		return nil, err
@@ -66,12 +67,11 @@ func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: storage keys are %s, want a list", ErrCorrupt, typeName(keysObj))
 	}
-	tensors := make(map[string]*tensor)
-	budget := maxNodes
-	if err := flatten(obj, "", tensors, 0, &budget); err != nil {
+	tensors, err := stateDictTensors(obj, mem)
+	if err != nil {
 		return nil, err
 	}
-	roots, err := planTorch(tensors, 8*size)
+	roots, err := planTorch(tensors, size)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +86,9 @@ func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 		key, ok := k.(string)
 		if !ok {
 			return nil, fmt.Errorf("%w: storage key is %s", ErrCorrupt, typeName(k))
+		}
+		if len(key) > maxStorageKey {
+			return nil, fmt.Errorf("%w: storage key of %d bytes, more than the limit of %d", ErrCorrupt, len(key), maxStorageKey)
 		}
 		st := loader.byKey[key]
 		if st == nil {

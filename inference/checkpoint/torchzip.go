@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"archive/zip"
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -17,8 +16,10 @@ import (
 // ("little" or "big"; little when absent) and ARCHIVE/version. torch.save stores
 // every entry uncompressed.
 
-// maxPickleBytes bounds the size of a zip's data.pkl.
-const maxPickleBytes = 1 << 30
+// pickleLimit is the most that a zip's data.pkl may inflate to. torch.save stores
+// it uncompressed, so it is smaller than the file; the factor leaves room for a
+// file whose entries were compressed afterwards.
+func pickleLimit(size int64) int64 { return 4*size + 1<<20 }
 
 func readZip(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	zr, err := zip.NewReader(r, size)
@@ -54,22 +55,17 @@ func readZip(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 			return nil, fmt.Errorf("%w: byteorder %q", ErrCorrupt, b)
 		}
 	}
-	raw, err := readEntry(pkl, maxPickleBytes)
+	mem := valueBudget(size)
+	loader := newTorchLoader(size, mem)
+	obj, err := unpickleEntry(pkl, size, mem, loader.hooks())
 	if err != nil {
 		return nil, err
 	}
-	loader := newTorchLoader(size)
-	u := newUnpickler(bufio.NewReader(bytes.NewReader(raw)), int64(len(raw)), loader.hooks())
-	obj, err := u.load()
+	tensors, err := stateDictTensors(obj, mem)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, pkl.Name)
-	}
-	tensors := make(map[string]*tensor)
-	budget := maxNodes
-	if err := flatten(obj, "", tensors, 0, &budget); err != nil {
 		return nil, err
 	}
-	roots, err := planTorch(tensors, 64*size)
+	roots, err := planTorch(tensors, size)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +99,31 @@ func readZip(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 		return nil, err
 	}
 	return finishTorch(tensors, bo), nil
+}
+
+// unpickleEntry streams the pickle in entry f of a size-byte file through the
+// unpickler, without holding its bytes, then reads the entry to its end so that
+// archive/zip checks its length and CRC-32.
+func unpickleEntry(f *zip.File, size int64, mem *budget, hooks pickleHooks) (any, error) {
+	limit := pickleLimit(size)
+	if f.UncompressedSize64 > uint64(limit) {
+		return nil, fmt.Errorf("%w: %s inflates to %d bytes, more than the limit of %d for a %d-byte file (4 times its size plus 1 MiB)", ErrTooLarge, f.Name, f.UncompressedSize64, limit, size)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<16)
+	u := newUnpickler(br, int64(f.UncompressedSize64), mem, hooks)
+	obj, err := u.load()
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, f.Name)
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
+	}
+	return obj, nil
 }
 
 // readEntry reads a whole zip entry of at most limit bytes.
