@@ -11,9 +11,10 @@
 //  2. The index is decoded: the pickled object (data.pkl in the zip, streamed as it
 //     inflates; the fourth pickle in a legacy file) by a small unpickler that
 //     knows Python's built-in types (pickle.go), given torch's storages and tensor
-//     rebuild functions as hooks (torch.go); or the safetensors JSON header.
-//     Nested dictionaries are flattened with dots, so a checkpoint {"state_dict":
-//     {"conv1.weight": ...}} yields "state_dict.conv1.weight".
+//     rebuild functions as hooks (torch.go); or the safetensors JSON header. The
+//     pickle must hold a dict (ErrNotStateDict otherwise). Nested dictionaries are
+//     flattened with dots, so a checkpoint {"state_dict": {"conv1.weight": ...}}
+//     yields "state_dict.conv1.weight".
 //  3. Every storage that a tensor uses is read once, in parallel, straight from the
 //     file with ReadAt: a float32 little-endian tensor that fills its storage is read
 //     into its final slice with one copy; other dtypes, byte orders and strided views
@@ -66,6 +67,9 @@ var (
 	// ErrTooLarge: the file asks for more than the limits that follow from its
 	// size allow (see the package documentation); the error names the limit.
 	ErrTooLarge = errors.New("checkpoint: over a size limit")
+	// ErrNotStateDict: a PyTorch file that holds something other than a dict,
+	// such as a whole pickled model or None.
+	ErrNotStateDict = errors.New("checkpoint: not a state dict")
 )
 
 // DType is the element type a tensor had in the file.

@@ -331,3 +331,39 @@ func TestLoadErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), "checkpoint: ")
 	})
 }
+
+// TestNotStateDict: a PyTorch file whose pickle is not a dict (None, a number, a
+// list of tensors, a whole pickled model) is ErrNotStateDict, naming what it
+// holds; a dict without tensors is an empty state dict.
+func TestNotStateDict(t *testing.T) {
+	storages := map[string][]byte{"0": f32bytes(binary.LittleEndian, 1, 2)}
+	// torchPickle's OrderedDict of one tensor, made a tuple of its key and tensor
+	tensorList := torchPickle([]fakeTensor{{key: "w", storage: "0", storageType: "FloatStorage", numel: 2, shape: []int{2}, stride: []int{1}}})
+	tests := []struct {
+		name string
+		data []byte
+		msg  string
+	}{
+		{"zip of None", torchZip(t, []byte("\x80\x02N."), "", nil), "the pickle holds None"},
+		{"zip of an int", torchZip(t, []byte("\x80\x02K\x07."), "", nil), "the pickle holds int"},
+		{"zip of a list", torchZip(t, []byte("\x80\x02](K\x01K\x02e."), "", nil), "the pickle holds list"},
+		{"zip of a tuple of tensors", torchZip(t, bytes.Replace(bytes.Replace(tensorList,
+			[]byte("q\x00)R("), []byte("q\x000("), 1), []byte("u."), []byte("t."), 1), "little", storages), "the pickle holds tuple"},
+		{"zip of a whole model", torchZip(t, []byte("\x80\x02ctorchvision.models.resnet\nResNet\n)\x81}(X\x08\x00\x00\x00trainingq\x01\x88ub."), "", nil),
+			"the pickle holds torchvision.models.resnet.ResNet object"},
+		{"legacy file of None", legacyFile([]byte("\x80\x02N."), nil, nil), "the pickle holds None"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sd, err := read(tt.data)
+			require.ErrorIs(t, err, ErrNotStateDict)
+			assert.Nil(t, sd)
+			assert.Contains(t, err.Error(), tt.msg)
+		})
+	}
+	t.Run("empty OrderedDict", func(t *testing.T) {
+		sd, err := read(torchZip(t, []byte("\x80\x02ccollections\nOrderedDict\n)R."), "", nil))
+		require.NoError(t, err)
+		assert.Empty(t, sd)
+	})
+}

@@ -17,7 +17,7 @@ import (
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the generated seed corpus under testdata/fuzz")
 
-var sentinels = []error{ErrUnknownFormat, ErrCorrupt, ErrUnsupportedDType, ErrMissingKey, ErrUnexpectedKey, ErrShape, ErrTooLarge}
+var sentinels = []error{ErrUnknownFormat, ErrCorrupt, ErrUnsupportedDType, ErrMissingKey, ErrUnexpectedKey, ErrShape, ErrTooLarge, ErrNotStateDict}
 
 // checkLoad is the fuzz property: Read either fails with one of the package's
 // errors or returns tensors whose data matches their shapes, and ResNet never

@@ -271,10 +271,14 @@ func (l *torchLoader) persistent(pid any) (any, error) {
 	return st, nil
 }
 
-// stateDictTensors names the tensors of a pickled state dict. Nested dicts,
-// lists and tuples are flattened with dots, up to maxNesting levels; names are
-// charged to mem.
+// stateDictTensors names the tensors of a pickled state dict: obj must be a dict (an
+// OrderedDict from model.state_dict(), or a checkpoint dict holding one). Nested
+// dicts, lists and tuples are flattened with dots, up to maxNesting levels; names
+// are charged to mem.
 func stateDictTensors(obj any, mem *budget) (map[string]*tensor, error) {
+	if _, ok := obj.(*dict); !ok {
+		return nil, fmt.Errorf("%w: the pickle holds %s, want a dict of tensors such as model.state_dict()", ErrNotStateDict, typeName(obj))
+	}
 	f := flattener{out: make(map[string]*tensor), mem: mem}
 	if err := f.visit(obj); err != nil {
 		return nil, err
