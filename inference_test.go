@@ -199,7 +199,7 @@ func TestEveryRequestAnsweredOnceWithItsOwnData(t *testing.T) {
 			assert.Equal(t, int64(clients*each), answered.Load())
 			assert.Equal(t, uint64(clients*each), st.Accepted)
 			assert.Equal(t, uint64(clients*each), st.Completed)
-			assert.Equal(t, int64(clients*each), st.Recorded.Summary.Count)
+			assert.Equal(t, uint64(clients*each), st.Latency.Count)
 			assert.Zero(t, st.Failed+st.Cancelled+st.Expired)
 		})
 	}
@@ -270,13 +270,13 @@ func (g *gated) Open(m *resnet.Model, opts backend.Options) (backend.Engine, err
 	}
 	ws := e.Workers()
 	for i, w := range ws {
-		ws[i] = &gatedWorker{Worker: w.(*nop.Worker), g: g, first: make([]float32, opts.Slots)}
+		ws[i] = &gatedWorker{Worker: w, g: g, first: make([]float32, opts.Slots)}
 	}
 	return e, nil
 }
 
 type gatedWorker struct {
-	*nop.Worker
+	backend.Worker
 	g     *gated
 	first []float32 // per slot: the first value of the batch's first image
 }
@@ -674,7 +674,7 @@ func TestBurstThroughputAndLatencyOnAKnownSchedule(t *testing.T) {
 		assert.Equal(t, 11*time.Millisecond, lat.Mean, "mean of 2, 4, ..., 20 ms")
 		st := s.Stats()
 		assert.Equal(t, uint64(11), st.Completed, "10 and the warm-up request")
-		assert.Equal(t, 2*time.Millisecond, st.Recorded.Stages[metrics.Compute].Mean)
+		assert.Equal(t, 2*time.Millisecond, st.Stages[metrics.Compute].Mean())
 		assert.Equal(t, 4.0, st.MeanBatch())
 	})
 }

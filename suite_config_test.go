@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/cuda"
 )
 
 // The units the suite reports, with the direction that is better, printed as
@@ -78,7 +78,7 @@ var gpu struct {
 
 // gpuAvailable reports whether the cuda back-end can run here, or why not.
 func gpuAvailable() error {
-	gpu.once.Do(func() { gpu.kv, gpu.err = inference.DescribeGPU() })
+	gpu.once.Do(func() { gpu.kv, gpu.err = cuda.Describe() })
 	return gpu.err
 }
 

@@ -99,8 +99,8 @@ type serverSums struct {
 func serverDelta(before, after inference.Stats) serverSums {
 	var d serverSums
 	for i := range d.stage {
-		a, b := after.Recorded.Stages[i], before.Recorded.Stages[i]
-		d.stage[i].n, d.stage[i].sum = a.Count-b.Count, int64(a.Sum-b.Sum)
+		st := after.Stages[i].Sub(before.Stages[i])
+		d.stage[i].n, d.stage[i].sum = int64(st.Count), int64(st.Sum)
 	}
 	d.batches, d.items = after.Batches-before.Batches, after.Items-before.Items
 	return d
@@ -373,10 +373,10 @@ func figures(m *measurement, warm inference.Warmup, peakRSS int64) []figure {
 // the GPU busy share when the back-end measured it.
 func utilFigures(u backend.Utilization) []figure {
 	var out []figure
-	switch u.Name {
-	case metrics.CPUUtilName:
+	switch u.Kind {
+	case backend.ProcessCPU:
 		out = append(out, figure{"cpu-util-pct", u.Percent})
-	case "gpu-util-pct":
+	case backend.GPUUtilization:
 		if u.Samples > 0 {
 			out = append(out, figure{"gpu-util-pct", u.Percent})
 		}

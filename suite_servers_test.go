@@ -54,7 +54,7 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 		devs[i] = i
 	}
 	cfg := inference.Config{
-		Device: be, Seed: c.flags.seed,
+		BackendName: be, Seed: c.flags.seed,
 		Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch},
 		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
 		MaxQueue: 4096, PinnedInput: c.flags.pinned,

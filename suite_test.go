@@ -192,11 +192,11 @@ func TestUtilisationOnlyWhenMeasured(t *testing.T) {
 		u    backend.Utilization
 		want []figure
 	}{
-		{"gpu without a sample", backend.Utilization{Name: "gpu-util-pct", Percent: 0, Samples: 0, Busy: 40, HasBusy: true},
+		{"gpu without a sample", backend.Utilization{Kind: backend.GPUUtilization, Percent: 0, Samples: 0, Busy: 40, HasBusy: true},
 			[]figure{{"gpu-util-samples", 0}, {"gpu-busy-pct", 40}}},
-		{"gpu sampled", backend.Utilization{Name: "gpu-util-pct", Percent: 35, Samples: 12, Busy: 40, HasBusy: true},
+		{"gpu sampled", backend.Utilization{Kind: backend.GPUUtilization, Percent: 35, Samples: 12, Busy: 40, HasBusy: true},
 			[]figure{{"gpu-util-pct", 35}, {"gpu-util-samples", 12}, {"gpu-busy-pct", 40}}},
-		{"process cpu", backend.Utilization{Name: metrics.CPUUtilName, Percent: 80},
+		{"process cpu", backend.Utilization{Kind: backend.ProcessCPU, Percent: 80},
 			[]figure{{"cpu-util-pct", 80}}},
 		{"nothing", backend.Utilization{}, nil},
 	} {
@@ -209,13 +209,13 @@ func TestUtilisationOnlyWhenMeasured(t *testing.T) {
 func TestCombineUtilWeights(t *testing.T) {
 	ws := []loadgen.Window{{Elapsed: time.Second}, {Elapsed: 3 * time.Second}}
 	gpu := combineUtil([]backend.Utilization{
-		{Name: "gpu-util-pct", Percent: 10, Samples: 1, Busy: 20, HasBusy: true},
-		{Name: "gpu-util-pct", Percent: 50, Samples: 3, Busy: 60, HasBusy: true},
+		{Kind: backend.GPUUtilization, Percent: 10, Samples: 1, Busy: 20, HasBusy: true},
+		{Kind: backend.GPUUtilization, Percent: 50, Samples: 3, Busy: 60, HasBusy: true},
 	}, ws)
 	assert.Equal(t, 40.0, gpu.Percent, "(10*1 + 50*3) / 4 samples")
 	assert.Equal(t, 4, gpu.Samples)
 	assert.Equal(t, 50.0, gpu.Busy, "(20*1 s + 60*3 s) / 4 s")
-	cpu := combineUtil([]backend.Utilization{{Name: metrics.CPUUtilName, Percent: 10}, {Name: metrics.CPUUtilName, Percent: 30}}, ws)
+	cpu := combineUtil([]backend.Utilization{{Kind: backend.ProcessCPU, Percent: 10}, {Kind: backend.ProcessCPU, Percent: 30}}, ws)
 	assert.Equal(t, 25.0, cpu.Percent, "(10*1 s + 30*3 s) / 4 s")
 }
 

@@ -5,61 +5,85 @@ import (
 	"time"
 )
 
-// batcher merges queued requests into batches (dynamic batching). A batch is
-// sent when it reaches MaxBatch images or one of PreferredBatches, when the next
-// request would not fit, or when its first request has waited MaxQueueDelay.
-// A request is never split.
-func (s *Server) batcher() {
+// batcher merges queued requests into batches for the workers (dynamic
+// batching). A batch is sent when it reaches MaxBatch images or one of
+// PreferredBatches, when the next request would not fit, or when its first
+// request has waited MaxQueueDelay. A request is never split.
+//
+// The batcher owns the calls it has taken from the queue until a worker
+// receives their batch: when the server closes, or the last worker leaves
+// service, it answers them itself and stops.
+type batcher struct {
+	s *Server
+}
+
+// run merges until the server closes or no worker is left. The caller added it
+// to Server.goroutines.
+func (m batcher) run() {
+	s := m.s
 	defer s.goroutines.Done()
+	cfg := &s.cfg
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var carry *Call
+	var carry *Call // taken, but did not fit the previous batch
 	for {
 		first := carry
 		carry = nil
 		if first == nil {
-			select {
-			case first = <-s.queue:
-			case <-s.quit:
+			if first, _ = s.queue.take(s.quit, s.down, nil); first == nil {
 				return
 			}
 		}
-		b := s.getBatch()
+		b := s.pool.get()
 		b.add(first)
-		timer.Reset(time.Until(first.resp.Timing.Admitted.Add(s.cfg.MaxQueueDelay)))
+		timer.Reset(time.Until(first.resp.Timing.Admitted.Add(cfg.MaxQueueDelay)))
 	fill:
-		for b.n < s.cfg.MaxBatch && !slices.Contains(s.cfg.PreferredBatches, b.n) {
-			select {
-			case c := <-s.queue:
-				if b.n+c.n > s.cfg.MaxBatch {
-					carry = c
-					break fill
-				}
-				b.add(c)
-			case <-timer.C:
+		for b.n < cfg.MaxBatch && !slices.Contains(cfg.PreferredBatches, b.n) {
+			c, why := s.queue.take(s.quit, s.down, timer.C)
+			switch {
+			case c == nil && why == timedOut:
 				break fill
-			case <-s.quit:
-				s.abandon(b, carry)
+			case c == nil:
+				timer.Stop()
+				m.abandon(b, carry, why)
 				return
+			case b.n+c.n > cfg.MaxBatch:
+				carry = c
+				break fill
 			}
+			b.add(c)
 		}
 		timer.Stop()
 		select {
 		case s.batches <- b:
 		case <-s.quit:
-			s.abandon(b, carry)
+			m.abandon(b, carry, quitting)
+			return
+		case <-s.down:
+			m.abandon(b, carry, stopped)
 			return
 		}
 	}
 }
 
-// abandon answers the calls the batcher holds when the server closes.
-func (s *Server) abandon(b *batch, carry *Call) {
-	for _, c := range b.calls {
-		s.finish(c, nil, ErrServerClosed)
+// abandon answers the calls the batcher holds (b and carry, either may be nil)
+// when it stops: why is quitting (the server closed) or stopped (no worker is
+// left).
+func (m batcher) abandon(b *batch, carry *Call, why wake) {
+	s := m.s
+	err := ErrServerClosed
+	if why == stopped {
+		err = s.queue.failed() // ErrNoWorker wrapping the last worker's cause
+	}
+	if b != nil {
+		b.doneReading()
+		for _, c := range b.calls {
+			s.finish(c, nil, err)
+		}
+		s.pool.put(b)
 	}
 	if carry != nil {
-		s.finish(carry, nil, ErrServerClosed)
+		carry.reading.Done()
+		s.finish(carry, nil, err)
 	}
-	s.putBatch(b)
 }

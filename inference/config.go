@@ -42,45 +42,68 @@ func (p QueuePolicy) String() string {
 	return "block"
 }
 
-// Defaults used for zero Config fields.
+// Defaults used for zero Config fields, and by NewInput.
 const (
+	DefaultBackend  = "cpu"
 	DefaultHeight   = 250
 	DefaultWidth    = 250
+	DefaultChannels = 3 // RGB, as every torchvision ResNet takes
 	DefaultMaxBatch = 256
 	DefaultMaxQueue = 1024
 	DefaultSeed     = 1
 )
 
-// Config configures a Server. The zero value serves the embedded seeded
-// ResNet-18 on the CPU back-end with one worker and the Serial pipeline.
-type Config struct {
-	// Backend runs the model. If nil, Device names one ("cpu", "cuda", "nop");
-	// if both are empty, the CPU back-end is used.
-	Backend backend.Backend
-	Device  string
+// Upper bounds New accepts: larger values are configuration mistakes that
+// would exhaust memory (buffers are sized by them at start-up) or overflow
+// sizes.
+const (
+	limitWorkers  = 256
+	limitSlots    = 16
+	limitMaxBatch = 4096
+	limitMaxQueue = 1 << 20
+	limitSide     = 8192    // Height and Width, pixels
+	limitValues   = 1 << 31 // MaxBatch x channels x Height x Width: one slot's input, float32 values
+)
 
-	// Model is the network to serve. If nil and Checkpoint is set, the model is
-	// loaded from that file; if both are unset, a ResNet-18 with torchvision's
-	// initialisation drawn from Seed (DefaultSeed if 0) is built.
+// Config configures a Server. The zero value serves a seeded ResNet-18 on the
+// CPU back-end with one worker and the Serial pipeline.
+type Config struct {
+	// Backend runs the model. If nil, BackendName names a registered one
+	// (see backend.Register): "cpu" is built in, "nop" and "cuda" register
+	// when their packages are imported; "" means DefaultBackend ("cpu").
+	// When Backend is set, New sets BackendName to its Name.
+	Backend     backend.Backend
+	BackendName string
+
+	// The model. If Model is set, it is served as it is, and Warmup.Load is
+	// only the time to take it (near 0: it was built before New). Otherwise,
+	// if Checkpoint is set, the model is read from that file; otherwise a
+	// network of architecture Arch (the zero value means resnet.ResNet18())
+	// with torchvision's initialisation drawn from Seed (DefaultSeed if 0) is
+	// built. Either way New times the reading or building as Warmup.Load.
 	Model      *resnet.Model
 	Checkpoint string
+	Arch       resnet.Arch
 	Seed       uint64
 
 	// Height and Width are the input size in pixels; 0 means 250 (the seed's).
+	// At most 8192.
 	Height, Width int
 	// MaxBatch is the largest batch a request (or a merged batch) may have;
-	// 0 means DefaultMaxBatch.
+	// 0 means DefaultMaxBatch. At most 4096, and MaxBatch images may hold at
+	// most 2^31 values.
 	MaxBatch int
 	// Batches lists the batch sizes the back-end prepares at start-up (plans,
 	// graphs); other sizes up to MaxBatch work too. If empty, {1}.
 	Batches []int
 
-	// Workers is the number of compute workers; 0 means 1.
+	// Workers is the number of compute workers; 0 means 1. At most 256.
 	Workers int
 	// Pipeline arranges the stages of every worker; the zero value is Serial.
 	Pipeline Pipeline
 	// Slots is the number of batches in flight per worker; 0 means 1 for
-	// Serial and 3 for Overlap (one copying in, one computing, one copying out).
+	// Serial and 3 for Overlap (one copying in, one computing, one copying
+	// out). At most 16.
 	Slots int
 	// Precision, Graphs and Devices are passed to the back-end (see
 	// backend.Options); the zero values are fp32, no graphs, device 0.
@@ -88,14 +111,14 @@ type Config struct {
 	Graphs    bool
 	Devices   []int
 	// PinnedInput says every request's input comes from AllocInput. The CUDA
-	// back-end then makes no pinned staging buffer per slot for pageable input
-	// (MaxBatch images each: page-locking them is most of the warm-up of large
-	// servers, 0.8 s of 1.2 s with 4 workers, Overlap and batch 256 on an
-	// H200) and copies any pageable input through the driver, at about a third
-	// of the speed. Leave it false unless callers use AllocInput.
+	// back-end then makes no pinned staging buffer per slot for pageable
+	// input (MaxBatch images each, page-locked during warm-up) and copies any
+	// pageable input through the driver, which is slower. Leave it false
+	// unless callers use AllocInput.
 	PinnedInput bool
 
-	// MaxQueue bounds the requests waiting for a worker; 0 means DefaultMaxQueue.
+	// MaxQueue bounds the requests waiting for a worker; 0 means
+	// DefaultMaxQueue. At most 2^20.
 	MaxQueue int
 	// QueuePolicy is what Submit does when the queue is full; zero is Block.
 	QueuePolicy QueuePolicy
@@ -121,6 +144,15 @@ type Config struct {
 
 // withDefaults returns c with zero fields filled, or an error for invalid ones.
 func (c Config) withDefaults() (Config, error) {
+	if c.BackendName == "" {
+		c.BackendName = DefaultBackend
+	}
+	if c.Backend != nil {
+		c.BackendName = c.Backend.Name()
+	}
+	if c.Model == nil && c.Checkpoint == "" && isZeroArch(c.Arch) {
+		c.Arch = resnet.ResNet18()
+	}
 	if c.Height == 0 {
 		c.Height = DefaultHeight
 	}
@@ -148,10 +180,22 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Batches) == 0 {
 		c.Batches = []int{1}
 	}
+	for _, f := range []struct {
+		name       string
+		value, max int
+	}{
+		{"Height", c.Height, limitSide},
+		{"Width", c.Width, limitSide},
+		{"MaxBatch", c.MaxBatch, limitMaxBatch},
+		{"Workers", c.Workers, limitWorkers},
+		{"Slots", c.Slots, limitSlots},
+		{"MaxQueue", c.MaxQueue, limitMaxQueue},
+	} {
+		if f.value < 0 || f.value > f.max {
+			return c, fmt.Errorf("inference: Config.%s = %d, want 1..%d", f.name, f.value, f.max)
+		}
+	}
 	switch {
-	case c.Height < 0 || c.Width < 0 || c.MaxBatch < 0 || c.Workers < 0 || c.Slots < 0 || c.MaxQueue < 0:
-		return c, fmt.Errorf("inference: negative size in config (Height %d, Width %d, MaxBatch %d, Workers %d, Slots %d, MaxQueue %d)",
-			c.Height, c.Width, c.MaxBatch, c.Workers, c.Slots, c.MaxQueue)
 	case c.Pipeline != Serial && c.Pipeline != Overlap:
 		return c, fmt.Errorf("inference: unknown pipeline %v", c.Pipeline)
 	case c.QueuePolicy != Block && c.QueuePolicy != Reject:
@@ -168,4 +212,19 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkBatchValues fails when MaxBatch images of channels x Height x Width
+// exceed limitValues (MaxBatch, Height and Width are within their limits, so
+// their product does not overflow).
+func (c Config) checkBatchValues(channels int) error {
+	if channels < 1 || c.MaxBatch*c.Height*c.Width > limitValues/channels {
+		return fmt.Errorf("inference: Config.MaxBatch x channels x Height x Width = %d x %d x %d x %d values, want at most %d",
+			c.MaxBatch, channels, c.Height, c.Width, limitValues)
+	}
+	return nil
+}
+
+func isZeroArch(a resnet.Arch) bool {
+	return a.InChannels == 0 && a.Stem == 0 && a.Widths == nil && a.Blocks == nil && a.Classes == 0
 }

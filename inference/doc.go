@@ -9,10 +9,12 @@
 //     is stamped with its intended send time (Request.Sent; under open-loop load
 //     the scheduled time), from which latency is measured.
 //  2. Admission: shape, size and (optionally) finiteness are checked, and a bad
-//     request gets an *InputError naming what was expected and what came. The
-//     request then joins a bounded queue (Config.MaxQueue); when it is full,
-//     Submit blocks or fails with ErrQueueFull (Config.QueuePolicy). Requests
-//     whose context ended while queued are dropped before any work is done.
+//     request gets an *InputError naming what was expected and what came. A
+//     request whose deadline has already passed is refused. The request then
+//     joins a bounded queue (Config.MaxQueue); when it is full, Submit blocks
+//     or fails with ErrQueueFull (Config.QueuePolicy). A request whose context
+//     ends while it is queued leaves the queue at once and is answered with
+//     the context's error.
 //  3. Optional dynamic batching (Config.MaxQueueDelay > 0): queued requests are
 //     merged, never split, into batches of at most MaxBatch images.
 //  4. Copy-in: a worker hands the batch to its back-end (backend.Worker.CopyIn):
@@ -21,12 +23,28 @@
 //  6. Copy-out: the logits return to host memory and are scattered to the
 //     callers; each Call is answered exactly once, with the logits and a Timing
 //     that splits its latency into queue, copy-in, compute and copy-out.
-//  7. Measurement: every answer feeds a latency histogram and stage means
-//     (Stats), and a back-end sampler measures device utilisation.
+//  7. Measurement: every answer feeds a latency histogram and per-stage sums
+//     in the worker's own shard, read together as cumulative Stats (difference
+//     two with Stats.Sub for an interval), and a back-end sampler measures
+//     device utilisation.
+//
+// The server reads a request's input until its call is answered; Infer returns
+// only once the server no longer reads it.
 //
 // Config.Pipeline chooses how steps 4-6 overlap: Serial runs them one after
 // another per worker; Overlap runs them on three goroutines (and, on a GPU, three
 // streams) so consecutive batches overlap. Config.Workers sets the number of
-// compute lanes. The back-ends live in sub-packages (cpu, cuda, nop) behind the
-// backend.Backend seam; the server never imports cgo.
+// compute lanes. A worker whose device is lost, or that cannot be bound to its
+// goroutine, leaves service; when none is left, every waiting request is
+// answered with ErrNoWorker and admission stops.
+//
+// The back-ends live in sub-packages behind the backend.Backend seam and
+// register themselves by name: the pure-Go cpu back-end is built in (the zero
+// Config serves on it); programs that want another import its package, for
+// example
+//
+//	import _ "github.com/inferbench/inferbench/inference/cuda"
+//
+// and name it in Config.BackendName, or pass an instance in Config.Backend.
+// The server never imports cgo.
 package inference

@@ -13,14 +13,30 @@ var (
 	ErrQueueFull = errors.New("inference: request queue full")
 	// ErrBadInput is matched (errors.Is) by every *InputError.
 	ErrBadInput = errors.New("inference: bad input")
-	// ErrNoWorker is returned when every worker is out of service.
+	// ErrNoWorker is returned when every worker is out of service; the error
+	// also wraps the last worker's cause (a *WorkerError).
 	ErrNoWorker = errors.New("inference: no worker in service")
 )
+
+// errNilContext is returned by Submit, Infer and Shutdown for a nil context, as
+// net/http does for its own nil-context misuse.
+var errNilContext = errors.New("inference: nil Context")
 
 // InputError describes a malformed request: which property was wrong, what the
 // server expected and what it got.
 type InputError struct {
-	Field string // "input", "rank", "channels", "height", "width", "batch", "data", "value"
+	// Field names the property, checked in this order:
+	//
+	//   - "input": the tensor is empty (nil Shape and Data);
+	//   - "rank": Shape does not have 4 dimensions;
+	//   - "channels": Shape[1] is not the model's input channels;
+	//   - "height x width": the image is smaller than 32x32, which no ResNet takes;
+	//   - "height", "width": Shape[2] or Shape[3] is not the server's;
+	//   - "batch": Shape[0] is outside 1..MaxBatch;
+	//   - "data": len(Data) is not the product of Shape;
+	//   - "value": a NaN or ±Inf value (only with Config.RejectNonFinite);
+	//   - "logits buffer": Request.Logits is set but does not hold n x classes values.
+	Field string
 	Want  string
 	Got   string
 }
@@ -34,7 +50,7 @@ func (e *InputError) Error() string {
 func (e *InputError) Is(target error) bool { return target == ErrBadInput }
 
 // WorkerError is the error of a batch whose worker failed (a back-end error or a
-// recovered panic).
+// recovered panic), and the cause of a worker's leaving service.
 type WorkerError struct {
 	Worker int
 	Err    error

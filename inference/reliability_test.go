@@ -46,13 +46,13 @@ func (s slow) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error
 	}
 	ws := e.Workers()
 	for i, w := range ws {
-		ws[i] = slowWorker{Worker: w.(*nop.Worker), service: s.service}
+		ws[i] = slowWorker{Worker: w, service: s.service}
 	}
 	return e, nil
 }
 
 type slowWorker struct {
-	*nop.Worker
+	backend.Worker
 	service time.Duration
 }
 

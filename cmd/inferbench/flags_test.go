@@ -63,7 +63,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	require.NoError(t, err, errOut.String())
 	cfg, err := f.config()
 	require.NoError(t, err)
-	assert.Equal(t, "nop", cfg.Device)
+	assert.Equal(t, "nop", cfg.BackendName)
 	assert.Equal(t, 3, cfg.Workers)
 	assert.Equal(t, inference.Overlap, cfg.Pipeline)
 	assert.Equal(t, 4, cfg.Slots)

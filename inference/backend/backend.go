@@ -16,7 +16,21 @@
 // never hands a slot to step 1 again before step 4 of its previous batch returned.
 // A goroutine calls Bind once before it drives a worker and calls the returned
 // function when it is done (GPU back-ends lock the OS thread and make their
-// context current there).
+// context current there); a worker that cannot be bound is out of service.
+//
+// Back-end packages register themselves by name (Register, called from their
+// init without touching any device), as database/sql drivers do; a program
+// selects one by importing its package and naming it (Lookup).
+//
+// Warm-up has one vocabulary from the back-ends to the benchmark suite. A
+// server's warm-up is three phases, reported as load-ns, setup-ns and first-ns:
+//
+//   - load: building the model or reading its checkpoint (the server's);
+//   - setup: Backend.Open, which Info.Setup splits into the back-end's own
+//     named Parts (for example "plan" or "capture");
+//   - first: the first inference through every worker after Open.
+//
+// A Part's name is a step of setup, never "load", "setup" or "first".
 package backend
 
 import (
@@ -121,7 +135,8 @@ type Options struct {
 
 // A Backend makes Engines for one kind of device.
 type Backend interface {
-	// Name is the value of the benchmark parameter backend=NAME ("cpu", "cuda").
+	// Name is the name the back-end registers under and the value of the
+	// benchmark parameter backend=NAME ("cpu", "cuda", "nop").
 	Name() string
 	// Open prepares m to run with opts. The model is read, not kept or changed.
 	Open(m *resnet.Model, opts Options) (Engine, error)
@@ -153,15 +168,19 @@ type Info struct {
 	// Config holds "key: value" config lines for benchmark output, in order
 	// (for example {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}).
 	Config []KV
-	// Setup is the back-end's share of warm-up, in parts (for example "plan",
-	// "capture"), measured during Open.
+	// Setup splits the setup phase of warm-up (Open) into the back-end's own
+	// steps (for example "plan", "capture"), measured during Open; see the
+	// package comment for the vocabulary.
 	Setup []Part
+	// GPU says the workers run on GPUs: Worker.Device is then a GPU ordinal
+	// (timelines get one process per device). False for host back-ends.
+	GPU bool
 }
 
 // KV is one config line.
 type KV struct{ Key, Value string }
 
-// Part is one named piece of warm-up time.
+// Part is one named step of the setup phase of warm-up.
 type Part struct {
 	Name string
 	Time time.Duration
@@ -171,8 +190,9 @@ type Part struct {
 // goroutines the package comment describes, never for one slot at once.
 type Worker interface {
 	// Bind prepares the calling goroutine to drive this worker and returns the
-	// function that undoes it.
-	Bind() (release func())
+	// function that undoes it. If it fails, it has undone what it did (release
+	// is nil) and the worker is out of service for the caller.
+	Bind() (release func(), err error)
 	// Slots is the number of batches this worker can hold in flight.
 	Slots() int
 	// CopyIn starts moving the request data into slot. Each part holds whole
@@ -207,12 +227,38 @@ type Sampler interface {
 	Stop() (Utilization, error)
 }
 
+// UtilizationKind says what a Utilization's Percent measures.
+type UtilizationKind int
+
+const (
+	// NoUtilization means Percent was not measured.
+	NoUtilization UtilizationKind = iota
+	// ProcessCPU is the process's CPU time (user and system) over wall time
+	// times the number of CPUs: 100 means every core busy all interval.
+	ProcessCPU
+	// GPUUtilization is NVML's utilization.gpu (the share of time a kernel ran
+	// on the GPU), averaged over the samples and devices.
+	GPUUtilization
+)
+
+// String returns "none", "process-cpu" or "gpu".
+func (k UtilizationKind) String() string {
+	switch k {
+	case NoUtilization:
+		return "none"
+	case ProcessCPU:
+		return "process-cpu"
+	case GPUUtilization:
+		return "gpu"
+	}
+	return fmt.Sprintf("UtilizationKind(%d)", int(k))
+}
+
 // Utilization is what a Sampler measured over one interval.
 type Utilization struct {
-	// Name is the metric the Percent figure is reported as: "gpu-util-pct"
-	// (NVML's utilisation.gpu, averaged over samples and devices) or
-	// "cpu-util-pct" (process CPU time over wall time and cores).
-	Name    string
+	// Kind says what Percent measures; Percent is meaningful only when Kind
+	// is not NoUtilization.
+	Kind    UtilizationKind
 	Percent float64
 	// Busy is the percentage of the interval during which the device executed
 	// this engine's work, measured from device events (GPU back-ends); HasBusy

@@ -17,6 +17,8 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
+func init() { backend.Register(New()) }
+
 // New returns the CPU back-end.
 func New() backend.Backend { return cpuBackend{} }
 
@@ -68,7 +70,20 @@ func (e *engine) Info() backend.Info {
 
 func (e *engine) Workers() []backend.Worker { return e.workers }
 
-func (e *engine) Sampler() backend.Sampler { return &metrics.CPUSampler{} }
+func (e *engine) Sampler() backend.Sampler { return &sampler{} }
+
+// sampler reports the process's CPU utilisation as the engine's.
+type sampler struct{ cpu metrics.CPUSampler }
+
+func (s *sampler) Start() error { return s.cpu.Start() }
+
+func (s *sampler) Stop() (backend.Utilization, error) {
+	pct, err := s.cpu.Stop()
+	if err != nil {
+		return backend.Utilization{}, err
+	}
+	return backend.Utilization{Kind: backend.ProcessCPU, Percent: pct}, nil
+}
 
 func (e *engine) Close() error {
 	e.once.Do(e.pool.close)
@@ -87,7 +102,7 @@ type worker struct {
 	slots   []slot
 }
 
-func (w *worker) Bind() func()                    { return func() {} }
+func (w *worker) Bind() (func(), error)           { return func() {}, nil }
 func (w *worker) Slots() int                      { return len(w.slots) }
 func (w *worker) Output(s int) []float32          { return w.slots[s].out }
 func (w *worker) Device() int                     { return 0 }

@@ -120,7 +120,8 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		}
 	}
 	w := e.Workers()[0]
-	release := w.Bind()
+	release, err := w.Bind()
+	require.NoError(b, err)
 	defer release()
 	var compute, h2d time.Duration
 	waits := 0
@@ -212,19 +213,21 @@ func benchDevices(b *testing.B, m *resnet.Model, gpus int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release := w.Bind()
-			defer release()
+			release, bindErr := w.Bind()
+			if bindErr == nil {
+				defer release()
+			}
 			issued := 0
 			for more := range l.start {
-				var err error
-				if more {
+				err := bindErr
+				if more && err == nil {
 					slot := issued % slots
 					if issued >= slots {
 						_, err = w.Wait(slot)
 					}
 					err = errors.Join(err, w.CopyIn(slot, [][]float32{in}), w.Compute(slot, batch), w.CopyOut(slot, batch))
 					issued++
-				} else {
+				} else if err == nil {
 					for j := max(0, issued-slots); j < issued; j++ {
 						_, werr := w.Wait(j % slots)
 						err = errors.Join(err, werr)

@@ -3,7 +3,7 @@
 //
 // Open prepares an Engine in steps, each timed as a part of Info().Setup:
 //
-//  1. load: load cuDNN and cuBLAS, retain each device's primary context and
+//  1. init: load cuDNN and cuBLAS, retain each device's primary context and
 //     upload the folded model (batch-norm folded into convolution weight and
 //     bias); make every Worker's streams, cuDNN/cuBLAS handles, activation
 //     buffers, per-slot device buffers, pinned staging and output buffers and
@@ -14,7 +14,7 @@
 //     cache file (see CacheEnv), so that a second start skips the search; size
 //     one workspace per worker (other batch sizes are planned on first use with
 //     cuDNN's heuristics);
-//  3. first-inference: run one forward pass per planned batch size on every worker;
+//  3. prime: run one forward pass per planned batch size on every worker;
 //  4. capture (Options.Graphs): record the forward pass of every planned batch
 //     size for every slot into a CUDA graph, replayed with one launch.
 //
@@ -35,9 +35,14 @@
 //
 // Without the cuda build tag, Open and Describe return errors wrapping
 // backend.ErrNoGPU.
+//
+// Importing the package registers the back-end as "cuda" (backend.Register);
+// registering touches no driver.
 package cuda
 
 import "github.com/inferbench/inferbench/inference/backend"
+
+func init() { backend.Register(New()) }
 
 // Backend makes CUDA Engines.
 type Backend struct{}

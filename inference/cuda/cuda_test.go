@@ -66,7 +66,8 @@ func randomInput(n, h, w int, seed uint64) []float32 {
 func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 	t.Helper()
 	w := e.Workers()[0]
-	release := w.Bind()
+	release, err := w.Bind()
+	require.NoError(t, err)
 	defer release()
 	require.NoError(t, w.CopyIn(0, parts))
 	require.NoError(t, w.Compute(0, n))
@@ -275,7 +276,7 @@ func TestSampler(t *testing.T) {
 	u, err := s.Stop()
 	require.NoError(t, err)
 	t.Logf("utilisation: %+v", u)
-	assert.Equal(t, "gpu-util-pct", u.Name)
+	assert.Equal(t, backend.GPUUtilization, u.Kind)
 	assert.True(t, u.HasBusy)
 	assert.Greater(t, u.Busy, 1.0)
 	assert.LessOrEqual(t, u.Busy, 100.0)
@@ -409,9 +410,11 @@ func TestOverlapGoroutines(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					release := wk.Bind()
-					defer release()
-					errs <- f()
+					release, err := wk.Bind()
+					if err == nil {
+						defer release()
+					}
+					errs <- errors.Join(err, f()) // f still runs (and fails) so the other stages end
 				}()
 			}
 			stage(func() error {

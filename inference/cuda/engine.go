@@ -193,7 +193,7 @@ func (e *Engine) open() error {
 		}
 	}
 	tFirst := time.Since(t0)
-	setup := []backend.Part{{Name: "load", Time: tLoad}, {Name: "plan", Time: tPlan}, {Name: "first-inference", Time: tFirst}}
+	setup := []backend.Part{{Name: "init", Time: tLoad}, {Name: "plan", Time: tPlan}, {Name: "prime", Time: tFirst}}
 	if e.opts.Graphs {
 		t0 = time.Now()
 		for _, w := range e.workers {
@@ -211,6 +211,7 @@ func (e *Engine) open() error {
 	e.info = backend.Info{
 		Config: append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)}),
 		Setup:  setup,
+		GPU:    true,
 	}
 	e.sampler = newSampler(e)
 	return nil

@@ -117,7 +117,7 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 		return backend.Utilization{}, errors.New("cuda: sampler stopped without Start")
 	}
 	s.active = false
-	u := backend.Utilization{Name: "gpu-util-pct", HasBusy: true}
+	u := backend.Utilization{Kind: backend.GPUUtilization, HasBusy: true}
 	var errs []error
 	var busy float64
 	for i, d := range s.e.devices {

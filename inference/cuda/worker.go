@@ -292,11 +292,15 @@ func (w *worker) close() error {
 }
 
 // Bind locks the calling goroutine to its OS thread and makes the worker's
-// device context current there.
-func (w *worker) Bind() (release func()) {
+// device context current there. If the context cannot be made current, it
+// unlocks the thread again and returns the driver's error.
+func (w *worker) Bind() (release func(), err error) {
 	runtime.LockOSThread()
-	_ = cu.SetCurrentContext(w.dev.ctx)
-	return runtime.UnlockOSThread
+	if err := cu.SetCurrentContext(w.dev.ctx); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("cuda: making device %d's context current: %w", w.dev.ordinal, err)
+	}
+	return runtime.UnlockOSThread, nil
 }
 
 // Slots is Options.Slots.

@@ -4,22 +4,15 @@ import (
 	"errors"
 	"runtime"
 	"time"
-
-	"github.com/inferbench/inferbench/inference/backend"
 )
-
-// CPUUtilName is the metric name a CPUSampler reports.
-const CPUUtilName = "cpu-util-pct"
 
 // ErrNoRusage is returned by CPUSampler.Start on systems without getrusage.
 var ErrNoRusage = errors.New("metrics: process CPU time is not available on this system")
 
-var _ backend.Sampler = (*CPUSampler)(nil)
-
 // A CPUSampler measures the process's CPU utilisation over an interval: user
 // plus system CPU time of the whole process (getrusage RUSAGE_SELF) divided by
 // wall time times runtime.NumCPU(), in percent (100 means every core busy for
-// the whole interval). It implements backend.Sampler.
+// the whole interval). The cpu back-end reports it as its utilisation sampler.
 //
 // The zero value is ready. Start and Stop are called from one goroutine, in
 // turn. On systems without getrusage, Start returns an error.
@@ -39,22 +32,21 @@ func (s *CPUSampler) Start() error {
 	return nil
 }
 
-// Stop ends the interval begun by Start and returns the utilisation as
-// Utilization{Name: "cpu-util-pct", Percent: ...}; Samples is 0 because the
-// whole interval is measured at once.
-func (s *CPUSampler) Stop() (backend.Utilization, error) {
+// Stop ends the interval begun by Start and returns the process's CPU
+// utilisation over it in percent (the whole interval is measured at once, not
+// sampled).
+func (s *CPUSampler) Stop() (percent float64, err error) {
 	if !s.started {
-		return backend.Utilization{}, errors.New("metrics: CPUSampler.Stop without Start")
+		return 0, errors.New("metrics: CPUSampler.Stop without Start")
 	}
 	cpu, err := processCPUTime()
 	if err != nil {
-		return backend.Utilization{}, err
+		return 0, err
 	}
 	wall := time.Since(s.wall)
 	s.started = false
-	u := backend.Utilization{Name: CPUUtilName}
 	if wall > 0 {
-		u.Percent = 100 * float64(cpu-s.cpu) / (float64(wall) * float64(runtime.NumCPU()))
+		percent = 100 * float64(cpu-s.cpu) / (float64(wall) * float64(runtime.NumCPU()))
 	}
-	return u, nil
+	return percent, nil
 }

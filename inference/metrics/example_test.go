@@ -22,18 +22,21 @@ func ExampleHistogram() {
 }
 
 func ExampleRecorder() {
-	var r metrics.Recorder // shared by every worker goroutine
-	r.Observe(3 * time.Millisecond)
-	r.ObserveStage(metrics.Queue, time.Millisecond)
-	r.ObserveStage(metrics.Compute, 2*time.Millisecond)
+	r := metrics.NewRecorder(2) // one shard per goroutine that observes
+	r.Shard(0).Observe(3*time.Millisecond, [metrics.NumStages]time.Duration{metrics.Queue: time.Millisecond, metrics.Compute: 2 * time.Millisecond})
+	before := r.Snapshot()
+	r.Shard(1).Observe(5*time.Millisecond, [metrics.NumStages]time.Duration{metrics.Queue: 2 * time.Millisecond, metrics.Compute: 3 * time.Millisecond})
 
-	s := r.Snapshot()
+	// The figures only grow; an interval's are the difference of two snapshots.
+	s := r.Snapshot().Sub(before)
+	fmt.Println("requests", s.Latency.Count, "latency", s.Latency.Sum)
 	for st := range metrics.Stage(metrics.NumStages) {
-		fmt.Printf("%s-ns %d\n", st, s.Stages[st].Mean.Nanoseconds())
+		fmt.Printf("%s-ns %d\n", st, s.Stages[st].Mean().Nanoseconds())
 	}
 	// Output:
-	// queue-ns 1000000
+	// requests 1 latency 5ms
+	// queue-ns 2000000
 	// h2d-ns 0
-	// compute-ns 2000000
+	// compute-ns 3000000
 	// d2h-ns 0
 }

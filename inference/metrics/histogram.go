@@ -4,15 +4,18 @@
 // A measurement goes through three steps:
 //
 //  1. every response's latency is recorded into a Histogram (single goroutine)
-//     or a Recorder (any goroutine; it also sums per-stage times);
-//  2. histograms from several sources are combined with Merge;
-//  3. a Summary (count, mean, std, min, max, p50, p90, p99, p99.9) is read and
-//     reported, for example with testing.B.ReportMetric.
+//     or a Recorder (lock-free, one Shard per writing goroutine; it also sums
+//     per-stage times, and its figures only grow);
+//  2. histograms from several sources are combined with Merge; snapshots of a
+//     Recorder are differenced with Sub to get an interval's figures;
+//  3. a Summary (count, mean, std, min, max, p50, p90, p99, p99.9) or a
+//     Distribution's quantiles are read and reported, for example with
+//     testing.B.ReportMetric.
 //
-// A CPUSampler implements backend.Sampler for back-ends without a device
-// sampler of their own: it reports the process's CPU time as a share of wall
-// time times runtime.NumCPU(). ResetPeakRSS and PeakRSS measure the process's
-// peak resident set size over an interval (Linux).
+// A CPUSampler measures the process's CPU time as a share of wall time times
+// runtime.NumCPU(), for back-ends without a device sampler of their own.
+// ResetPeakRSS and PeakRSS measure the process's peak resident set size over
+// an interval (Linux).
 package metrics
 
 import (

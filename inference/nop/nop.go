@@ -2,14 +2,19 @@
 // values of every image to that image's logits and does nothing else. It measures
 // what the server itself costs per request, and lets tests check that every
 // response carries its own request's data.
+//
+// Importing the package registers the back-end as "nop" (backend.Register).
 package nop
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
+
+func init() { backend.Register(New()) }
 
 // New returns the zero-cost back-end.
 func New() backend.Backend { return nopBackend{} }
@@ -19,23 +24,43 @@ type nopBackend struct{}
 func (nopBackend) Name() string { return "nop" }
 
 func (nopBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
-	if opts.Workers < 1 || opts.Slots < 1 || opts.MaxBatch < 1 {
-		return nil, fmt.Errorf("nop: Workers, Slots and MaxBatch must be at least 1, got %d, %d, %d", opts.Workers, opts.Slots, opts.MaxBatch)
+	if opts.Workers < 1 || opts.Slots < 1 || opts.MaxBatch < 1 || opts.Height < 1 || opts.Width < 1 {
+		return nil, fmt.Errorf("nop: Workers, Slots, MaxBatch, Height and Width must be at least 1, got %d, %d, %d, %d, %d",
+			opts.Workers, opts.Slots, opts.MaxBatch, opts.Height, opts.Width)
 	}
-	img := m.Arch.InChannels * opts.Height * opts.Width
 	classes := m.Arch.Classes
+	img, ok := product(m.Arch.InChannels, opts.Height, opts.Width)
+	if !ok {
+		return nil, fmt.Errorf("nop: an image of %d x %d x %d values is too large", m.Arch.InChannels, opts.Height, opts.Width)
+	}
 	if classes > img {
 		return nil, fmt.Errorf("nop: %d classes exceed the %d values of an image", classes, img)
 	}
+	if _, ok := product(opts.MaxBatch, classes); !ok {
+		return nil, fmt.Errorf("nop: MaxBatch %d x %d classes of logits is too large", opts.MaxBatch, classes)
+	}
 	e := &engine{}
 	for i := 0; i < opts.Workers; i++ {
-		w := &Worker{img: img, classes: classes, slots: make([]slot, opts.Slots)}
+		w := &worker{img: img, classes: classes, slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
 			w.slots[s].out = make([]float32, opts.MaxBatch*classes)
 		}
 		e.workers = append(e.workers, w)
 	}
 	return e, nil
+}
+
+// product returns the product of non-negative factors and whether it fits in
+// an int.
+func product(factors ...int) (int, bool) {
+	p := 1
+	for _, f := range factors {
+		if f != 0 && p > math.MaxInt/f {
+			return 0, false
+		}
+		p *= f
+	}
+	return p, true
 }
 
 type engine struct{ workers []backend.Worker }
@@ -50,26 +75,25 @@ type slot struct {
 	out   []float32
 }
 
-// Worker is the nop back-end's worker.
-type Worker struct {
+type worker struct {
 	img, classes int
 	slots        []slot
 }
 
-func (w *Worker) Bind() func()           { return func() {} }
-func (w *Worker) Slots() int             { return len(w.slots) }
-func (w *Worker) Output(s int) []float32 { return w.slots[s].out }
-func (w *Worker) Device() int            { return 0 }
-func (w *Worker) CopyOut(int, int) error { return nil }
+func (w *worker) Bind() (func(), error)  { return func() {}, nil }
+func (w *worker) Slots() int             { return len(w.slots) }
+func (w *worker) Output(s int) []float32 { return w.slots[s].out }
+func (w *worker) Device() int            { return 0 }
+func (w *worker) CopyOut(int, int) error { return nil }
 
-func (w *Worker) Wait(int) (backend.Times, error) { return backend.Times{}, nil }
+func (w *worker) Wait(int) (backend.Times, error) { return backend.Times{}, nil }
 
-func (w *Worker) CopyIn(s int, parts [][]float32) error {
+func (w *worker) CopyIn(s int, parts [][]float32) error {
 	w.slots[s].parts = append(w.slots[s].parts[:0], parts...)
 	return nil
 }
 
-func (w *Worker) Compute(s, n int) error {
+func (w *worker) Compute(s, n int) error {
 	sl := &w.slots[s]
 	i := 0
 	for _, p := range sl.parts {

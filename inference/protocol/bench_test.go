@@ -18,7 +18,9 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/client"
+	_ "github.com/inferbench/inferbench/inference/cuda" // registers "cuda" for -backend cuda
 	"github.com/inferbench/inferbench/inference/metrics"
+	_ "github.com/inferbench/inferbench/inference/nop" // registers "nop", the default -backend
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -110,7 +112,7 @@ func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture 
 		b.Fatal(err)
 	}
 	srv, err := inference.New(inference.Config{
-		Device: *benchBackend, Model: m, Height: h, Width: w, MaxBatch: maxBatch, Batches: batches,
+		BackendName: *benchBackend, Model: m, Height: h, Width: w, MaxBatch: maxBatch, Batches: batches,
 		Workers: *benchWorkers, Pipeline: pipe, Precision: prec, Graphs: *benchGraphs, PinnedInput: true, MaxQueue: 4096,
 	})
 	if err != nil {

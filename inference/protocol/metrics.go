@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"sort"
 	"strconv"
 	"sync"
@@ -31,7 +32,10 @@ import (
 //	nv_inference_compute_input_duration_us    ... copying the input in (device-timed on a GPU)
 //	nv_inference_compute_infer_duration_us    ... the forward pass (device-timed on a GPU)
 //	nv_inference_compute_output_duration_us   ... copying the logits out (device-timed on a GPU)
-//	inferbench_request_duration_seconds       histogram of the same latency
+//	inferbench_request_duration_seconds       histogram of the same latency; a bucket's count is
+//	                                          Stats.Latency.CountAtOrBelow(bound): values in the
+//	                                          server's log-linear bucket that straddles a bound
+//	                                          (within 1/128 of it) count in the next bucket
 //	inferbench_frontdoor_errors_total{protocol,code}
 //	                                          error answers of the front door, whatever their cause
 //	                                          (also those counted above), by HTTP status or gRPC code
@@ -107,13 +111,13 @@ type latency struct {
 }
 
 func latencyOf(st inference.Stats) latency {
-	var l latency
-	l.count = uint64(st.Recorded.Summary.Count)
-	l.sum = time.Duration(st.Recorded.Summary.Count) * st.Recorded.Summary.Mean
+	l := latency{count: st.Latency.Count, sum: st.Latency.Sum, buckets: make(map[float64]uint64, len(latencyBuckets))}
 	for i := range l.stages {
-		l.stages[i] = st.Recorded.Stages[i].Sum
+		l.stages[i] = st.Stages[i].Sum
 	}
-	l.buckets = map[float64]uint64{}
+	for _, b := range latencyBuckets {
+		l.buckets[b] = st.Latency.CountAtOrBelow(time.Duration(math.Round(b * float64(time.Second))))
+	}
 	return l
 }
 
