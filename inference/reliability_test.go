@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -243,4 +244,192 @@ func TestSoakDetectsDeliberateLeak(t *testing.T) {
 	}
 	mem, _ := soakRun(t, 300_000, true)
 	assert.Greater(t, mem, 0.05, "the leak control must trip the 5 % check")
+}
+
+// TestEveryDeviceLostAnswersEveryCall loses every device under concurrent
+// Submits (issue 15, item 4): every accepted call must be answered, with
+// logits, a worker error or ErrNoWorker wrapping the cause; Submits after the
+// last worker left are refused at once; Shutdown returns.
+func TestEveryDeviceLostAnswersEveryCall(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  inference.Config
+	}{
+		{"serial", inference.Config{Workers: 2}},
+		{"overlap", inference.Config{Workers: 2, Pipeline: inference.Overlap}},
+		{"serial/batching", inference.Config{Workers: 2, MaxQueueDelay: 50 * time.Microsecond}},
+		{"overlap/batching", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond}},
+		{"overlap/batching/reject", inference.Config{Workers: 1, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond, QueuePolicy: inference.Reject}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for round := range 20 {
+				if !loseEveryDevice(t, tt.cfg) {
+					t.Fatalf("round %d failed", round)
+				}
+			}
+		})
+	}
+}
+
+func loseEveryDevice(t *testing.T, cfg inference.Config) bool {
+	f := &faulty{}
+	cfg.MaxQueue = 16
+	s := faultyServer(t, f, cfg)
+	const clients, loseAfter, most = 4, 40, 100_000
+	var (
+		mu       sync.Mutex
+		calls    []*inference.Call
+		accepted atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for range most {
+				c, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
+				if err != nil {
+					if !errors.Is(err, inference.ErrNoWorker) && !errors.Is(err, inference.ErrQueueFull) {
+						t.Errorf("Submit: %v", err)
+					}
+					if errors.Is(err, inference.ErrNoWorker) {
+						return
+					}
+					continue
+				}
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+				if accepted.Add(1) == loseAfter {
+					f.lost.Store(true)
+				}
+			}
+			t.Errorf("still accepted after %d Submits", most)
+		})
+	}
+	clientsDone := make(chan struct{})
+	go func() { wg.Wait(); close(clientsDone) }()
+	if !within(t, 10*time.Second, clientsDone, "clients refused with ErrNoWorker") {
+		return false
+	}
+
+	// Later Submits are refused at once, with the cause.
+	_, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
+	assert.ErrorIs(t, err, inference.ErrNoWorker)
+	assert.True(t, isLost(err), "ErrNoWorker wraps the cause: %v", err)
+	ready, cause := s.Ready()
+	assert.False(t, ready)
+	assert.True(t, isLost(cause))
+
+	shut := make(chan struct{})
+	go func() {
+		assert.NoError(t, s.Shutdown(context.Background()))
+		close(shut)
+	}()
+	if !within(t, 10*time.Second, shut, "Shutdown(context.Background())") {
+		return false
+	}
+	var completed, failed uint64
+	for i, c := range calls {
+		if !within(t, time.Second, c.Done(), fmt.Sprintf("call %d answered", i)) {
+			return false
+		}
+		switch err := c.Err(); {
+		case err == nil:
+			completed++
+		case errors.Is(err, inference.ErrNoWorker), errors.As(err, new(*inference.WorkerError)):
+			assert.True(t, isLost(err), "call %d: %v", i, err)
+			failed++
+		default:
+			t.Errorf("call %d: unexpected error %v", i, err)
+		}
+	}
+	st := s.Stats()
+	assert.Equal(t, uint64(len(calls)), st.Accepted)
+	assert.Equal(t, completed, st.Completed)
+	assert.Equal(t, failed, st.Failed)
+	assert.Zero(t, st.Cancelled+st.Expired)
+	return !t.Failed()
+}
+
+// TestInferReturnsOnlyWhenInputIsFree cancels Infer while its batch is being
+// computed (issue 15, item 5): Infer must not return while the back-end still
+// reads the input, so the caller may reuse its buffer at once (go test -race
+// reports the caller's write against the back-end's reads otherwise).
+func TestInferReturnsOnlyWhenInputIsFree(t *testing.T) {
+	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
+		t.Run(p.String(), func(t *testing.T) {
+			f := &faulty{computing: make(chan struct{}), readFor: 30 * time.Millisecond}
+			s := faultyServer(t, f, inference.Config{Pipeline: p})
+			in := inference.NewInput(1, 32, 32)
+			ctx, cancel := context.WithCancel(context.Background())
+			returned := make(chan error)
+			go func() {
+				_, err := s.Infer(ctx, in)
+				returned <- err
+			}()
+			<-f.computing // the back-end is about to read in
+			cancel()
+			err := <-returned
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.True(t, f.computed.Load(), "Infer returned while the back-end was still reading the input")
+			in.Data[0] = 1 // reuse the buffer
+			require.NoError(t, s.Shutdown(context.Background()))
+			assert.Equal(t, uint64(1), s.Stats().Cancelled)
+		})
+	}
+}
+
+// TestBindFailureTakesWorkerOutOfService: a worker whose Bind fails leaves
+// service with the cause; the others keep serving; with none left the server
+// says why and refuses requests (issue 19, item 5).
+func TestBindFailureTakesWorkerOutOfService(t *testing.T) {
+	errBind := errors.New("injected bind failure")
+	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
+		t.Run(p.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Worker 0 binds for the first inference, then fails.
+				f := &faulty{bindErr: func(worker, earlier int) error {
+					if worker == 0 && earlier > 0 {
+						return errBind
+					}
+					return nil
+				}}
+				s := faultyServer(t, f, inference.Config{Workers: 2, Pipeline: p})
+				synctest.Wait()
+				ready, err := s.Ready()
+				assert.True(t, ready)
+				assert.NoError(t, err)
+				for i := range 10 {
+					resp, err := s.Infer(context.Background(), inference.NewInput(1, 32, 32))
+					require.NoError(t, err, "request %d", i)
+					assert.Equal(t, 1, resp.Timing.Worker, "only worker 1 serves")
+				}
+				require.NoError(t, s.Shutdown(context.Background()))
+
+				// Every worker fails to bind.
+				f = &faulty{bindErr: func(_, earlier int) error {
+					if earlier > 0 {
+						return errBind
+					}
+					return nil
+				}}
+				s = faultyServer(t, f, inference.Config{Workers: 2, Pipeline: p})
+				synctest.Wait()
+				ready, err = s.Ready()
+				assert.False(t, ready)
+				assert.ErrorIs(t, err, errBind)
+				var we *inference.WorkerError
+				assert.ErrorAs(t, err, &we)
+				_, err = s.Infer(context.Background(), inference.NewInput(1, 32, 32))
+				assert.ErrorIs(t, err, inference.ErrNoWorker)
+				assert.ErrorIs(t, err, errBind)
+				require.NoError(t, s.Shutdown(context.Background()))
+			})
+		})
+	}
+	// A worker that cannot be bound for the first inference fails New.
+	f := &faulty{bindErr: func(int, int) error { return errBind }}
+	_, err := inference.New(inference.Config{Backend: f, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+	assert.ErrorIs(t, err, errBind)
+	assert.ErrorContains(t, err, "first inference on worker 0: bind")
 }
