@@ -36,24 +36,26 @@ func (m batcher) run() {
 		}
 		b := s.pool.get()
 		b.add(first)
-		timer.Reset(time.Until(first.resp.Timing.Admitted.Add(cfg.MaxQueueDelay)))
-	fill:
-		for b.n < cfg.MaxBatch && !slices.Contains(cfg.PreferredBatches, b.n) {
-			c, why := s.queue.take(s.quit, s.down, timer.C)
-			switch {
-			case c == nil && why == timedOut:
-				break fill
-			case c == nil:
-				timer.Stop()
-				m.abandon(b, carry, why)
-				return
-			case b.n+c.n > cfg.MaxBatch:
-				carry = c
-				break fill
+		if !m.full(b) { // wait for company
+			timer.Reset(time.Until(first.resp.Timing.Admitted.Add(cfg.MaxQueueDelay)))
+		fill:
+			for !m.full(b) {
+				c, why := s.queue.take(s.quit, s.down, timer.C)
+				switch {
+				case c == nil && why == timedOut:
+					break fill
+				case c == nil:
+					timer.Stop()
+					m.abandon(b, carry, why)
+					return
+				case b.n+c.n > cfg.MaxBatch:
+					carry = c
+					break fill
+				}
+				b.add(c)
 			}
-			b.add(c)
+			timer.Stop()
 		}
-		timer.Stop()
 		select {
 		case s.batches <- b:
 		case <-s.quit:
@@ -64,6 +66,12 @@ func (m batcher) run() {
 			return
 		}
 	}
+}
+
+// full reports whether b is sent without waiting for more: it holds MaxBatch
+// images or one of PreferredBatches.
+func (m batcher) full(b *batch) bool {
+	return b.n >= m.s.cfg.MaxBatch || slices.Contains(m.s.cfg.PreferredBatches, b.n)
 }
 
 // abandon answers the calls the batcher holds (b and carry, either may be nil)

@@ -57,7 +57,6 @@ type Call struct {
 	cancel context.CancelFunc // of the deadline context, when the request has a timeout
 	in     []float32          // Request.Input.Data
 	n      int                // images
-	out    []float32
 	done   chan struct{}
 
 	// answered is set by whoever answers the call (claim), exactly once.
@@ -73,6 +72,8 @@ type Call struct {
 	prev, next *Call
 	unwatch    func() bool
 
+	// resp.Logits.Data holds Request.Logits (or nil) until the call is
+	// answered with logits.
 	resp Response
 	err  error
 }

@@ -119,7 +119,7 @@ func (l *lane) deliver(b *batch) {
 		if !c.claim() {
 			continue // answered already (Close): leave the caller's buffer alone
 		}
-		logits := c.out
+		logits := c.resp.Logits.Data // the caller's buffer, if it gave one
 		if logits == nil {
 			logits = make([]float32, rows)
 		}

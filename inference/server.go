@@ -290,7 +290,8 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 		s.counts.rejected.Add(1)
 		return nil, err
 	}
-	c := &Call{ctx: ctx, in: req.Input.Data, n: n, out: req.Logits, done: make(chan struct{})}
+	c := &Call{ctx: ctx, in: req.Input.Data, n: n, done: make(chan struct{})}
+	c.resp.Logits.Data = req.Logits
 	c.resp.Timing.Sent, c.resp.Timing.Admitted = sent, now
 	c.resp.Timing.ID = s.ids.Add(1)
 	if timeout > 0 {
