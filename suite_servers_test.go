@@ -15,7 +15,6 @@ import (
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/cuda"
 	"github.com/inferbench/inferbench/inference/metrics"
-	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
@@ -39,7 +38,8 @@ const algoCacheEnv = cuda.CacheEnv
 var coldCache = filepath.Join(os.TempDir(), "inferbench-cold", "cudnn-algorithms.json")
 
 // serverConfig returns the server configuration of one point of the matrix.
-// The seeded ResNet-18 is built by New, so that load-ns includes building it.
+// New builds the seeded model (Config.Arch) or reads the checkpoint, so that
+// load-ns includes building or loading it, whatever -model says.
 func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
 	p, err := backend.ParsePipeline(pipe)
 	if err != nil {
@@ -59,15 +59,10 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
 		MaxQueue: 4096, PinnedInput: c.flags.pinned,
 	}
-	switch {
-	case c.flags.checkpoint != "":
+	if c.flags.checkpoint != "" {
 		cfg.Checkpoint = c.flags.checkpoint // loaded, and timed, by New
-	case c.model != "resnet18":
-		// New builds only ResNet-18 from a seed; other architectures are
-		// built here, outside load-ns.
-		if cfg.Model, err = resnet.New(c.arch, c.flags.seed); err != nil {
-			return inference.Config{}, err
-		}
+	} else {
+		cfg.Arch = c.arch // built from the seed, and timed, by New
 	}
 	return cfg, nil
 }
