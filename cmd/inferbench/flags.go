@@ -32,8 +32,6 @@ type serveFlags struct {
 	tracePath                        string
 	logFormat                        string
 	modelKind                        string
-	backendName                      string
-	arch                             resnet.Arch
 	size                             string
 	pipeline, precision, queuePolicy string
 	devices, batches, preferred      string
@@ -47,7 +45,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.SetOutput(stderr)
 	c := &f.cfg
 	// The model and the back-end (inference.Config).
-	fs.StringVar(&f.backendName, "backend", "cpu", "back-end: cpu (pure Go), cuda (cuDNN; a -tags cuda build on a GPU machine) or nop (zero-cost, measures the server itself)")
+	fs.StringVar(&c.BackendName, "backend", "cpu", "back-end: cpu (pure Go), cuda (cuDNN; a -tags cuda build on a GPU machine) or nop (zero-cost, measures the server itself)")
 	fs.StringVar(&c.Checkpoint, "checkpoint", "", "serve a torchvision ResNet checkpoint (.pt/.pth zip or legacy pickle, .safetensors) instead of the embedded seeded model")
 	fs.StringVar(&f.modelKind, "model", "resnet18", "embedded model when there is no -checkpoint: resnet18 or tiny")
 	fs.Uint64Var(&c.Seed, "seed", inference.DefaultSeed, "seed of the embedded model's initialisation")
@@ -111,9 +109,9 @@ func (f *serveFlags) check() error {
 	var err error
 	switch f.modelKind {
 	case "resnet18":
-		f.arch = resnet.ResNet18()
+		c.Arch = resnet.ResNet18()
 	case "tiny":
-		f.arch = resnet.Tiny()
+		c.Arch = resnet.Tiny()
 	default:
 		return fmt.Errorf("-model %q: want resnet18 or tiny", f.modelKind)
 	}

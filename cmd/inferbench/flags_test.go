@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/resnet"
 )
 
 func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
@@ -58,7 +59,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 		"-backend", "nop", "-workers", "3", "-pipeline", "overlap", "-slots", "4", "-precision", "fp16", "-graphs",
 		"-devices", "0,1", "-pinned-input=false", "-max-batch", "64", "-batches", "1,32", "-max-queue", "9",
 		"-queue-policy", "reject", "-timeout", "2s", "-reject-non-finite", "-max-queue-delay", "3ms",
-		"-preferred-batches", "16,32", "-checkpoint", "w.pth", "-seed", "7", "-size", "64x48", "-trace", "t.json",
+		"-preferred-batches", "16,32", "-checkpoint", "w.pth", "-model", "tiny", "-seed", "7", "-size", "64x48", "-trace", "t.json",
 	}, &errOut)
 	require.NoError(t, err, errOut.String())
 	cfg, err := f.config()
@@ -81,6 +82,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	assert.Equal(t, []int{16, 32}, cfg.PreferredBatches)
 	assert.Equal(t, "w.pth", cfg.Checkpoint)
 	assert.Equal(t, uint64(7), cfg.Seed)
+	assert.Equal(t, resnet.Tiny(), cfg.Arch)
 	assert.Equal(t, 64, cfg.Height)
 	assert.Equal(t, 48, cfg.Width)
 	assert.NotNil(t, cfg.Trace)

@@ -22,7 +22,6 @@ import (
 	_ "github.com/inferbench/inferbench/inference/cuda" // registers the "cuda" back-end
 	_ "github.com/inferbench/inferbench/inference/nop"  // registers the "nop" back-end
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
@@ -166,14 +165,6 @@ func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inferenc
 // config is the inference.Config the flags describe.
 func (f *serveFlags) config() (inference.Config, error) {
 	c := f.cfg
-	c.BackendName = f.backendName
-	if c.Checkpoint == "" {
-		m, err := resnet.New(f.arch, c.Seed)
-		if err != nil {
-			return c, err
-		}
-		c.Model = m
-	}
 	if f.tracePath != "" {
 		c.Trace = trace.New()
 	}

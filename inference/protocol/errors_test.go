@@ -271,7 +271,6 @@ func TestDeadlinesAndTimeouts(t *testing.T) {
 }
 
 func TestClientThatLeavesCancelsItsRequest(t *testing.T) {
-	t.Skip("needs the server to answer a call cancelled while queued at once (issue 15 item 8)")
 	for _, transport := range []string{"http", "grpc"} {
 		t.Run(transport, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{gated: true})
