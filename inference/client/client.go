@@ -49,6 +49,11 @@ type Tensor struct {
 	Datatype string
 	Shape    []int64
 	Data     []byte
+	// Region, if set, says the tensor lies in a registered system
+	// shared-memory region instead of in Data: an input is sent as the
+	// region's parameters (Data is ignored), and an output the server wrote
+	// there comes back with Region set and no Data.
+	Region *Region
 }
 
 // FP32 returns an FP32 tensor over v's memory (no copy on little-endian
@@ -93,6 +98,10 @@ type InferRequest struct {
 	Inputs  []Tensor
 	// Outputs names the outputs wanted; empty means all.
 	Outputs []string
+	// OutputRegions asks for outputs to be written into system shared-memory
+	// regions, by output name (each is asked for, whether Outputs names it or
+	// not).
+	OutputRegions map[string]Region
 	// TimeoutMicros, if positive, is Triton's "timeout" request parameter: the
 	// server drops the request if it has not run within this many microseconds.
 	TimeoutMicros int64

@@ -109,18 +109,28 @@ func (c *GRPCClient) ModelMetadata(ctx context.Context, model, version string) (
 }
 
 // Infer sends req with raw_input_contents (the inputs' bytes are not copied
-// before marshalling).
+// before marshalling), or with shared-memory parameters for inputs that have
+// a Region.
 func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
 	r := &v2pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
 	if req.TimeoutMicros > 0 {
 		r.Parameters = map[string]*v2pb.InferParameter{"timeout": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: req.TimeoutMicros}}}
 	}
 	for _, t := range req.Inputs {
-		r.Inputs = append(r.Inputs, &v2pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
-		r.RawInputContents = append(r.RawInputContents, t.Data)
+		in := &v2pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+		if t.Region != nil {
+			in.Parameters = t.Region.grpcParams()
+		} else {
+			r.RawInputContents = append(r.RawInputContents, t.Data)
+		}
+		r.Inputs = append(r.Inputs, in)
 	}
-	for _, name := range req.Outputs {
-		r.Outputs = append(r.Outputs, &v2pb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
+	for _, name := range outputNames(req) {
+		o := &v2pb.ModelInferRequest_InferRequestedOutputTensor{Name: name}
+		if reg, ok := req.OutputRegions[name]; ok {
+			o.Parameters = reg.grpcParams()
+		}
+		r.Outputs = append(r.Outputs, o)
 	}
 	resp, err := c.api.ModelInfer(ctx, r)
 	if err != nil {
@@ -139,6 +149,15 @@ func fromGRPC(resp *v2pb.ModelInferResponse) (*InferResponse, error) {
 	}
 	for i, o := range resp.GetOutputs() {
 		t := Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape()}
+		reg, err := grpcRegionOf(o.GetName(), o.GetParameters())
+		if err != nil {
+			return nil, err
+		}
+		if reg != nil {
+			t.Region = reg
+			out.Outputs = append(out.Outputs, t)
+			continue
+		}
 		switch {
 		case len(raw) > 0:
 			t.Data = raw[i]

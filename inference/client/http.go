@@ -185,7 +185,9 @@ func (c *HTTPClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 	size := int64(0)
 	for _, t := range req.Inputs {
 		ht := httpTensor{Name: t.Name, Shape: t.Shape, Datatype: t.Datatype}
-		if c.opts.JSON {
+		if t.Region != nil {
+			ht.Parameters = t.Region.jsonParams()
+		} else if c.opts.JSON {
 			d, err := jsonData(t)
 			if err != nil {
 				return nil, err
@@ -201,8 +203,12 @@ func (c *HTTPClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 	if !c.opts.JSON {
 		head.Parameters["binary_data_output"] = true
 	}
-	for _, name := range req.Outputs {
-		head.Outputs = append(head.Outputs, httpOutput{Name: name})
+	for _, name := range outputNames(req) {
+		o := httpOutput{Name: name}
+		if r, ok := req.OutputRegions[name]; ok {
+			o.Parameters = r.jsonParams()
+		}
+		head.Outputs = append(head.Outputs, o)
 	}
 	hb, err := json.Marshal(head)
 	if err != nil {
@@ -267,6 +273,13 @@ func (c *HTTPClient) readInfer(resp *http.Response) (*InferResponse, error) {
 	r := &InferResponse{ModelName: j.ModelName, ModelVersion: j.ModelVersion, ID: j.ID}
 	for _, o := range j.Outputs {
 		t := Tensor{Name: o.Name, Datatype: o.Datatype, Shape: o.Shape}
+		if t.Region, err = regionOf(o.Name, o.Parameters); err != nil {
+			return nil, err
+		}
+		if t.Region != nil {
+			r.Outputs = append(r.Outputs, t)
+			continue
+		}
 		if v, ok := o.Parameters["binary_data_size"]; ok {
 			n, err := v.(json.Number).Int64()
 			if err != nil || n < 0 || n > c.opts.MaxResponseBytes {

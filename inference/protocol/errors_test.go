@@ -114,7 +114,7 @@ func TestHTTPErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 		{"unknown output", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, ones, `,"outputs":[{"name":"probs"}]`)}, 400,
 			[]string{`unknown output "probs"`, `"logits"`}},
 		{"shared memory", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, ones, `,"parameters":{"shared_memory_region":"r"}`)}, 400,
-			[]string{`"shared_memory_region" is not supported`}},
+			[]string{`"shared_memory_region" belongs to an input or an output, not to the request`}},
 		{"invalid JSON", rawRequest{path: infer, body: []byte(`{"inputs":[`)}, 400,
 			[]string{"invalid inference request JSON"}},
 		{"binary without header", rawRequest{path: infer, body: binaryInfer(okShape, 4*img, good).body}, 400,

@@ -82,7 +82,7 @@ func (g grpcService) ModelReady(_ context.Context, r *v2pb.ModelReadyRequest) (*
 }
 
 func (g grpcService) ServerMetadata(context.Context, *v2pb.ServerMetadataRequest) (*v2pb.ServerMetadataResponse, error) {
-	return &v2pb.ServerMetadataResponse{Name: g.s.opts.Name, Version: g.s.opts.Version, Extensions: Extensions}, nil
+	return &v2pb.ServerMetadataResponse{Name: g.s.opts.Name, Version: g.s.opts.Version, Extensions: g.s.Extensions()}, nil
 }
 
 func (g grpcService) ModelMetadata(_ context.Context, r *v2pb.ModelMetadataRequest) (*v2pb.ModelMetadataResponse, error) {
@@ -97,9 +97,10 @@ func (g grpcService) ModelMetadata(_ context.Context, r *v2pb.ModelMetadataReque
 	}, nil
 }
 
-// ModelInfer runs one request. Raw input contents are answered with raw
-// output contents (as Triton always does), typed contents with typed
-// fp32_contents. The call's deadline, if any, is the request's timeout, and a
+// ModelInfer runs one request. Raw input contents (and inputs in shared
+// memory) are answered with raw output contents (as Triton always does),
+// typed contents with typed fp32_contents, and logits written into a
+// shared-memory region with its parameters and no contents. The call's deadline, if any, is the request's timeout, and a
 // cancelled call drops or discards its request.
 func (g grpcService) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
 	resp, err := g.s.grpcInfer(ctx, r)
@@ -129,18 +130,32 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 	if err != nil {
 		return nil, err
 	}
-	if err := grpcParams(t.GetParameters()).refuse("input " + t.GetName()); err != nil {
+	tp := grpcParams(t.GetParameters())
+	if err := tp.refuseTensor("input " + t.GetName()); err != nil {
+		return nil, err
+	}
+	inShm, err := tp.shmRef("input " + t.GetName())
+	if err != nil {
 		return nil, err
 	}
 	raw := len(r.GetRawInputContents()) > 0
-	if err := m.checkContents(t, r.GetRawInputContents(), n); err != nil {
+	if inShm != nil {
+		if raw || t.GetContents() != nil {
+			return nil, badRequest("input %q is in shared-memory region %q and also has contents or raw_input_contents: send one of them", t.GetName(), inShm.region)
+		}
+	} else if err := m.checkContents(t, r.GetRawInputContents(), n); err != nil {
 		return nil, err
 	}
+	var outShm *shmRef
 	for _, o := range r.GetOutputs() {
 		if o.GetName() != OutputName {
 			return nil, badRequest("unknown output %q: model %s has one output, %q", o.GetName(), m.name, OutputName)
 		}
-		if err := grpcParams(o.GetParameters()).refuse("output " + o.GetName()); err != nil {
+		op := grpcParams(o.GetParameters())
+		if err := op.refuseTensor("output " + o.GetName()); err != nil {
+			return nil, err
+		}
+		if outShm, err = op.shmRef("output " + o.GetName()); err != nil {
 			return nil, err
 		}
 	}
@@ -150,24 +165,45 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 		return nil, err
 	}
 
-	in, err := m.inputs.get(ctx, n, m.imageValues())
+	var in inference.Tensor
+	var doneIn func(bool)
+	if inShm != nil {
+		if in, doneIn, err = s.shmInput(ctx, m, t.GetName(), t.GetDatatype(), n, inShm); err != nil {
+			return nil, err
+		}
+	} else {
+		if in, err = m.inputs.get(ctx, n, m.imageValues()); err != nil {
+			return nil, err
+		}
+		if raw {
+			widen(in.Data, r.GetRawInputContents()[0], t.GetDatatype(), m.lut, m.height*m.width)
+		} else {
+			m.fillTyped(in, t)
+		}
+		doneIn = func(bool) { m.inputs.put(in) }
+	}
+	logits, doneOut, err := s.output(m, n, outShm)
 	if err != nil {
+		doneIn(false)
 		return nil, err
 	}
-	if raw {
-		widen(in.Data, r.GetRawInputContents()[0], t.GetDatatype(), m.lut, m.height*m.width)
-	} else {
-		m.fillTyped(in, t)
-	}
-	logits, err := m.infer(ctx, in, timeout)
-	if err != nil {
+	if err := m.run(ctx, inference.Request{Input: in, Logits: logits}, timeout, both(doneIn, doneOut)); err != nil {
 		return nil, err
 	}
 	out := &v2pb.ModelInferResponse_InferOutputTensor{Name: OutputName, Datatype: FP32, Shape: []int64{int64(n), int64(m.classes)}}
 	resp := &v2pb.ModelInferResponse{ModelName: m.name, ModelVersion: m.version, Id: r.GetId(), Outputs: []*v2pb.ModelInferResponse_InferOutputTensor{out}}
-	if raw {
+	switch {
+	case outShm != nil:
+		out.Parameters = map[string]*v2pb.InferParameter{
+			paramShmRegion:   {ParameterChoice: &v2pb.InferParameter_StringParam{StringParam: outShm.region}},
+			paramShmByteSize: {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: int64(4 * len(logits))}},
+		}
+		if outShm.offset != 0 {
+			out.Parameters[paramShmOffset] = &v2pb.InferParameter{ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: outShm.offset}}
+		}
+	case raw || inShm != nil:
 		resp.RawOutputContents = [][]byte{leBytes(logits)}
-	} else {
+	default:
 		out.Contents = &v2pb.InferTensorContents{Fp32Contents: logits}
 	}
 	return resp, nil

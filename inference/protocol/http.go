@@ -15,6 +15,10 @@ import (
 //	GET  /v2/models/{name}[/versions/{version}]              model metadata
 //	GET  /v2/models/{name}[/versions/{version}]/ready        200 when ready, else 400
 //	POST /v2/models/{name}[/versions/{version}]/infer        inference
+//	GET  /v2/systemsharedmemory[/region/{name}]/status       registered regions
+//	POST /v2/systemsharedmemory/region/{name}/register       map a region
+//	POST /v2/systemsharedmemory[/region/{name}]/unregister   unmap one or all
+//	     /v2/cudasharedmemory/...                            501: not supported
 //
 // Health answers have empty bodies (200 true, 400 false, as the protocol
 // says); every error elsewhere is {"error": "..."} with its status.
@@ -30,7 +34,7 @@ func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(parts) == 0:
 		s.get(w, r, func() any {
-			return map[string]any{"name": s.opts.Name, "version": s.opts.Version, "extensions": Extensions}
+			return map[string]any{"name": s.opts.Name, "version": s.opts.Version, "extensions": s.Extensions()}
 		})
 	case len(parts) == 2 && parts[0] == "health" && parts[1] == "live":
 		s.health(w, r, true)
@@ -38,6 +42,10 @@ func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.health(w, r, s.Ready())
 	case len(parts) >= 2 && parts[0] == "models":
 		s.serveModel(w, r, parts[1:])
+	case len(parts) >= 2 && parts[0] == "systemsharedmemory":
+		s.serveSystemSHM(w, r, parts[1:])
+	case len(parts) >= 2 && parts[0] == "cudasharedmemory":
+		s.serveCudaSHM(w, r, parts[1:])
 	default:
 		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
 	}

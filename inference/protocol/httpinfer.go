@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,11 +47,15 @@ type httpInfer struct {
 	binarySize int64         // bytes of binary input data, -1 for JSON data
 	binaryOut  bool          // answer the logits as binary data
 	timeout    time.Duration // 0: the server's default
+	inShm      *shmRef       // the input's region, or nil
+	outShm     *shmRef       // the logits' region, or nil
 }
 
 // infer serves POST .../infer: (1) read and check the JSON header, (2) take
-// an input buffer, (3) fill it from the binary data or the JSON numbers,
-// (4) run the request, (5) answer JSON or JSON plus binary logits.
+// an input buffer and (3) fill it from the binary data or the JSON numbers,
+// or view the input's shared-memory region instead, (4) run the request,
+// (5) answer JSON or JSON plus binary logits (or, for logits written into a
+// shared-memory region, JSON without data).
 func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
 	if err := s.admit(m); err != nil {
 		s.httpError(w, err)
@@ -66,17 +71,18 @@ func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
 		s.httpError(w, err)
 		return
 	}
-	in, err := m.inputs.get(r.Context(), req.n, m.imageValues())
+	in, doneIn, err := s.input(r.Context(), body, req, m)
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	if err := s.fill(body, req, m, in); err != nil {
-		m.inputs.put(in)
+	logits, doneOut, err := s.output(m, req.n, req.outShm)
+	if err != nil {
+		doneIn(false)
 		s.httpError(w, err)
 		return
 	}
-	logits, err := m.infer(r.Context(), in, req.timeout)
+	err = m.run(r.Context(), inference.Request{Input: in, Logits: logits}, req.timeout, both(doneIn, doneOut))
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -84,6 +90,28 @@ func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
 	if err := writeInfer(w, m, req, logits); err != nil {
 		s.httpError(w, err)
 	}
+}
+
+// input returns the request's input tensor and its done function (see
+// Model.run): a view of its shared-memory region, or a buffer from the pool
+// filled from the body.
+func (s *Service) input(ctx context.Context, body io.Reader, req *httpInfer, m *Model) (inference.Tensor, func(bool), error) {
+	if req.inShm != nil {
+		var extra [1]byte
+		if n, _ := io.ReadFull(body, extra[:]); n > 0 {
+			return inference.Tensor{}, nil, badRequest("body continues after its JSON header, but input %q is in shared memory", req.in.Name)
+		}
+		return s.shmInput(ctx, m, req.in.Name, req.in.Datatype, req.n, req.inShm)
+	}
+	in, err := m.inputs.get(ctx, req.n, m.imageValues())
+	if err != nil {
+		return inference.Tensor{}, nil, err
+	}
+	if err := s.fill(body, req, m, in); err != nil {
+		m.inputs.put(in)
+		return inference.Tensor{}, nil, err
+	}
+	return in, func(bool) { m.inputs.put(in) }, nil
 }
 
 // readHeader reads the request's JSON object (the whole body, or the first
@@ -131,16 +159,25 @@ func (m *Model) checkRequest(j *inferRequestJSON) (*httpInfer, error) {
 	if req.n, err = m.checkInput(req.in.Name, req.in.Datatype, req.in.Shape); err != nil {
 		return nil, err
 	}
-	if err := req.in.Parameters.refuse("input " + req.in.Name); err != nil {
+	if err := req.in.Parameters.refuseTensor("input " + req.in.Name); err != nil {
+		return nil, err
+	}
+	if req.inShm, err = req.in.Parameters.shmRef("input " + req.in.Name); err != nil {
 		return nil, err
 	}
 	want := int64(m.byteSize(req.n, req.in.Datatype))
-	if v, ok := req.in.Parameters[paramBinaryDataSize]; ok {
+	_, hasBinary := req.in.Parameters[paramBinaryDataSize]
+	hasData := len(req.in.Data) > 0 && string(req.in.Data) != "null"
+	if req.inShm != nil {
+		if hasBinary || hasData {
+			return nil, badRequest("input %q is in shared-memory region %q and also has data or %s: send one of them", req.in.Name, req.inShm.region, paramBinaryDataSize)
+		}
+	} else if v, ok := req.in.Parameters[paramBinaryDataSize]; ok {
 		size, isInt := asInt64(v)
 		if !isInt || size != want {
 			return nil, badRequest("input %q: %s %v, want %d (%s %v)", req.in.Name, paramBinaryDataSize, v, want, req.in.Datatype, req.in.Shape)
 		}
-		if len(req.in.Data) > 0 && string(req.in.Data) != "null" {
+		if hasData {
 			return nil, badRequest("input %q has both JSON data and %s", req.in.Name, paramBinaryDataSize)
 		}
 		req.binarySize = size
@@ -156,7 +193,10 @@ func (m *Model) checkRequest(j *inferRequestJSON) (*httpInfer, error) {
 		if o.Name != OutputName {
 			return nil, badRequest("unknown output %q: model %s has one output, %q", o.Name, m.name, OutputName)
 		}
-		if err := o.Parameters.refuse("output " + o.Name); err != nil {
+		if err := o.Parameters.refuseTensor("output " + o.Name); err != nil {
+			return nil, err
+		}
+		if req.outShm, err = o.Parameters.shmRef("output " + o.Name); err != nil {
 			return nil, err
 		}
 		b, set, err := o.Parameters.flag(paramBinaryData)
@@ -214,7 +254,8 @@ func readError(err error) error {
 }
 
 // writeInfer answers with the logits, as JSON numbers or as binary data after
-// the JSON header.
+// the JSON header, or, when they were written into a shared-memory region,
+// with the region's parameters and no data.
 func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float32) error {
 	head := make([]byte, 0, 256)
 	head = append(head, `{"model_name":`...)
@@ -227,6 +268,19 @@ func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float3
 	}
 	head = fmt.Appendf(head, `,"outputs":[{"name":%q,"datatype":%q,"shape":[%d,%d]`, OutputName, FP32, req.n, m.classes)
 	h := w.Header()
+	if r := req.outShm; r != nil {
+		head = fmt.Appendf(head, `,"parameters":{%q:`, paramShmRegion)
+		head = appendJSONString(head, r.region)
+		if r.offset != 0 {
+			head = fmt.Appendf(head, `,%q:%d`, paramShmOffset, r.offset)
+		}
+		head = fmt.Appendf(head, `,%q:%d}}]}`, paramShmByteSize, 4*len(logits))
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(head)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(head)
+		return nil
+	}
 	if req.binaryOut {
 		head = fmt.Appendf(head, `,"parameters":{%q:%d}}]}`, paramBinaryDataSize, 4*len(logits))
 		h.Set("Content-Type", "application/octet-stream")

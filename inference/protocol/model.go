@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -134,36 +135,46 @@ func (m *Model) byteSize(n int, datatype string) int {
 }
 
 // infer runs one decoded request whose input buffer came from m.inputs and
-// returns the logits. It returns when the server answers or ctx ends; in both
-// cases the buffer goes back to the pool only once the server answered (and
-// so no longer reads it): on an early return a goroutine waits for that
-// answer, which follows promptly as the server drops an abandoned request or
-// discards its result. timeout, if positive, bounds the request from now.
+// returns the logits; the buffer goes back to the pool once the server no
+// longer reads it (see run).
 func (m *Model) infer(ctx context.Context, in inference.Tensor, timeout time.Duration) ([]float32, error) {
+	out := make([]float32, in.Shape[0]*m.classes)
+	if err := m.run(ctx, inference.Request{Input: in, Logits: out}, timeout, func(bool) { m.inputs.put(in) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// run submits req and returns when the server answers or ctx ends. done is
+// called once the server no longer reads req.Input nor writes req.Logits: at
+// once when Submit refuses the request; on the answer; or, when ctx ends
+// first, by a goroutine that waits for the answer, which follows promptly as
+// the server drops an abandoned request or discards its result. done's
+// argument says whether the answer was Server.Close failing the accepted
+// request, which may come before the workers have left its batch. timeout,
+// if positive, bounds the request from now.
+func (m *Model) run(ctx context.Context, req inference.Request, timeout time.Duration, done func(closed bool)) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	out := make([]float32, in.Shape[0]*m.classes)
-	call, err := m.srv.Submit(ctx, inference.Request{Input: in, Logits: out})
+	call, err := m.srv.Submit(ctx, req)
 	if err != nil {
-		m.inputs.put(in)
-		return nil, err
+		done(false)
+		return err
 	}
+	closed := func() bool { return errors.Is(call.Err(), inference.ErrServerClosed) }
 	select {
 	case <-call.Done():
-		m.inputs.put(in)
-		if err := call.Err(); err != nil {
-			return nil, err
-		}
-		return out, nil
+		done(closed())
+		return call.Err()
 	case <-ctx.Done():
 		go func() {
 			<-call.Done()
-			m.inputs.put(in)
+			done(closed())
 		}()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -7,9 +7,10 @@ import (
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
-// Parameter names this server understands (Triton's binary tensor data
-// extension and request timeout), and ones it refuses rather than ignore,
-// because ignoring them would return something other than what was asked.
+// Parameter names this server understands (Triton's binary tensor data and
+// shared-memory extensions and request timeout), and ones it refuses rather
+// than ignore, because ignoring them would return something other than what
+// was asked.
 const (
 	paramBinaryDataSize   = "binary_data_size"
 	paramBinaryData       = "binary_data"
@@ -76,13 +77,26 @@ func (p params) flag(name string) (bool, bool, error) {
 	return b, true, nil
 }
 
-// refuse fails on parameters this server does not implement but would change
-// the answer (shared memory, classification), so they are never ignored.
+// refuse fails on request-level parameters this server does not implement
+// but that would change the answer (classification), or that belong to a
+// tensor (shared memory), so they are never ignored.
 func (p params) refuse(where string) error {
-	for _, name := range []string{paramShmRegion, paramClassCount} {
+	if err := p.refuseTensor(where); err != nil {
+		return err
+	}
+	for _, name := range []string{paramShmRegion, paramShmOffset, paramShmByteSize} {
 		if _, ok := p[name]; ok {
-			return badRequest("%s: parameter %q is not supported by this server", where, name)
+			return badRequest("%s: parameter %q belongs to an input or an output, not to the request", where, name)
 		}
+	}
+	return nil
+}
+
+// refuseTensor fails on tensor parameters this server does not implement but
+// that would change the answer (classification).
+func (p params) refuseTensor(where string) error {
+	if _, ok := p[paramClassCount]; ok {
+		return badRequest("%s: parameter %q is not supported by this server", where, paramClassCount)
 	}
 	return nil
 }

@@ -5,8 +5,12 @@ import (
 	"sync/atomic"
 )
 
-// Extensions the server reports in its metadata.
-var Extensions = []string{"binary_tensor_data"}
+// Extensions the server reports in its metadata: Triton's binary tensor
+// data, model configuration and statistics extensions, and its system
+// shared-memory extension unless Options.SharedMemory turns it off (see
+// Service.Extensions). CUDA shared memory is not supported (its endpoints
+// answer so) and not reported.
+var Extensions = []string{"binary_tensor_data", "system_shared_memory"}
 
 // Options configure a Service.
 type Options struct {
@@ -18,6 +22,10 @@ type Options struct {
 	// gRPC messages are bounded by the grpc.Server's options (see
 	// GRPCServerOptions).
 	MaxBodyBytes int64
+	// SharedMemory bounds the system shared-memory regions clients register;
+	// the zero value allows DefaultMaxRegions regions of at most
+	// DefaultSharedMemoryBytes in all, under /dev/shm.
+	SharedMemory SharedMemoryLimits
 }
 
 // Service is the network front door of one Model: the Open Inference
@@ -30,6 +38,7 @@ type Service struct {
 	drained  chan struct{} // closed by Drain
 	drain    sync.Once
 	errs     errorCounts
+	shm      *shmRegistry
 }
 
 // New returns the front door of m.
@@ -43,7 +52,22 @@ func New(m *Model, opts Options) *Service {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBody(m)
 	}
-	return &Service{model: m, opts: opts, drained: make(chan struct{})}
+	s := &Service{model: m, opts: opts, drained: make(chan struct{})}
+	s.shm = newSHMRegistry(opts.SharedMemory, m.srv.RegisterHost)
+	return s
+}
+
+// Extensions are the protocol extensions this Service reports in its server
+// metadata: Extensions, less system_shared_memory when it is turned off.
+func (s *Service) Extensions() []string {
+	var out []string
+	for _, e := range Extensions {
+		if e == "system_shared_memory" && !s.shm.enabled() {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // DefaultMaxBody is the body of one request of MaxBatch FP32 images in
@@ -105,6 +129,12 @@ func (s *Service) admit(m *Model) error {
 	return nil
 }
 
-// Close frees the front door's idle buffers. Call it after the transports
-// stopped and before shutting the model's server down.
-func (s *Service) Close() { s.model.inputs.close() }
+// Close frees the front door's idle buffers and unregisters every system
+// shared-memory region (unmapping it). Call it after the transports stopped
+// and before shutting the model's server down. The error reports any region
+// that could not be unregistered from the back-end or unmapped, then or
+// earlier.
+func (s *Service) Close() error {
+	s.model.inputs.close()
+	return s.shm.close()
+}
