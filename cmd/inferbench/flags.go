@@ -28,6 +28,8 @@ type serveFlags struct {
 	maxHeaderBytes, maxConns         int
 	grpcMaxStreams                   uint
 	inflightBytes                    int64
+	shmMaxRegions                    int
+	shmMaxBytes                      int64
 	norm                             protocol.Normalization
 	tracePath                        string
 	logFormat                        string
@@ -83,6 +85,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
+	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "system shared memory: regions clients may have registered (and mapped) at once; 0 turns the extension off")
+	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "system shared memory: total bytes of those regions at most")
 	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
 	fs.StringVar(&f.logFormat, "log", "text", "log format: text or json")
@@ -174,6 +178,12 @@ func (f *serveFlags) check() error {
 	if f.maxBody < 0 || f.inflightBytes < 0 {
 		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
 	}
+	if f.shmMaxRegions < 0 {
+		return fmt.Errorf("-shm-max-regions %d: must not be negative (0 turns system shared memory off)", f.shmMaxRegions)
+	}
+	if f.shmMaxBytes < 1 {
+		return fmt.Errorf("-shm-max-bytes %d: must be at least 1", f.shmMaxBytes)
+	}
 	if f.norm.Mean, err = floatList("-uint8-mean", f.uint8Mean); err != nil {
 		return err
 	}
@@ -187,6 +197,15 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("-http-addr and -grpc-addr are both empty: nothing to serve")
 	}
 	return nil
+}
+
+// sharedMemory is the front door's shared-memory limits the flags describe.
+func (f *serveFlags) sharedMemory() protocol.SharedMemoryLimits {
+	l := protocol.SharedMemoryLimits{MaxRegions: f.shmMaxRegions, MaxBytes: f.shmMaxBytes}
+	if l.MaxRegions == 0 {
+		l.MaxRegions = -1 // off
+	}
+	return l
 }
 
 // intList parses a comma-separated list of integers of at least min.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -32,6 +33,8 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-uint8-mean", "a,b,c"}, `-uint8-mean "a,b,c"`},
 		{[]string{"serve", "-http-addr", "", "-grpc-addr", ""}, "nothing to serve"},
 		{[]string{"serve", "-log", "xml"}, `-log "xml"`},
+		{[]string{"serve", "-shm-max-regions", "-1"}, "-shm-max-regions -1: must not be negative"},
+		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
 		{[]string{"serve", "-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
@@ -86,4 +89,20 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	assert.Equal(t, 64, cfg.Height)
 	assert.Equal(t, 48, cfg.Width)
 	assert.NotNil(t, cfg.Trace)
+}
+
+func TestSharedMemoryFlagsReachTheFrontDoor(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want protocol.SharedMemoryLimits
+	}{
+		{nil, protocol.SharedMemoryLimits{MaxRegions: protocol.DefaultMaxRegions, MaxBytes: protocol.DefaultSharedMemoryBytes}},
+		{[]string{"-shm-max-regions", "3", "-shm-max-bytes", "4096"}, protocol.SharedMemoryLimits{MaxRegions: 3, MaxBytes: 4096}},
+		{[]string{"-shm-max-regions", "0"}, protocol.SharedMemoryLimits{MaxRegions: -1, MaxBytes: protocol.DefaultSharedMemoryBytes}},
+	} {
+		var errOut bytes.Buffer
+		f, err := parseServe(tc.args, &errOut)
+		require.NoError(t, err, errOut.String())
+		assert.Equal(t, tc.want, f.sharedMemory(), "%v", tc.args)
+	}
 }

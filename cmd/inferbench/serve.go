@@ -56,7 +56,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
-	svc := protocol.New(model, protocol.Options{Version: buildVersion(), MaxBodyBytes: f.maxBody})
+	svc := protocol.New(model, protocol.Options{Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory()})
 
 	lns, err := f.listen()
 	if err != nil {
@@ -150,7 +150,9 @@ func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inferenc
 		}
 	}()
 	wg.Wait()
-	svc.Close()
+	if err := svc.Close(); err != nil {
+		log.Error("closing the front door", "err", err)
+	}
 	st := srv.Stats()
 	srvErr := srv.Shutdown(ctx)
 	mctx, mcancel := context.WithTimeout(context.Background(), time.Second)
