@@ -29,7 +29,8 @@ const defaultSize = 250
 const findWorkspace = 256 << 20
 
 // Engine is a model ready to run on one or more GPUs. It implements
-// backend.Engine and backend.Allocator. Its methods are safe for concurrent use.
+// backend.Engine, backend.Allocator and backend.HostRegistrar. Its methods
+// are safe for concurrent use.
 type Engine struct {
 	opts    backend.Options
 	folded  *resnet.Folded
@@ -55,8 +56,9 @@ type Engine struct {
 	// mix), or n itself. Fixed at Open.
 	runAs []int
 
-	hostMu sync.RWMutex
-	host   []hostRange // pinned memory handed out by AllocHost
+	hostMu     sync.RWMutex
+	host       []hostRange // pinned memory handed out by AllocHost
+	registered []hostRange // caller's memory page-locked by RegisterHost
 
 	closeOnce sync.Once
 	closeErr  error
@@ -334,6 +336,7 @@ func (e *Engine) Close() error {
 		}
 		e.host = nil
 		e.hostMu.Unlock()
+		errs = append(errs, e.unregisterAllHost())
 		for _, d := range e.devices {
 			errs = append(errs, d.close())
 		}
@@ -384,7 +387,7 @@ func (e *Engine) FreeHost(p []float32) error {
 	return withContext(e.devices[0], func() error { return cudadrv.HostFree(base) })
 }
 
-// pinned reports whether p lies inside memory from AllocHost.
+// pinned reports whether p lies inside memory from AllocHost or RegisterHost.
 func (e *Engine) pinned(p []float32) bool {
 	if len(p) == 0 {
 		return false
@@ -398,7 +401,7 @@ func (e *Engine) pinned(p []float32) bool {
 			return true
 		}
 	}
-	return false
+	return e.registeredHost(start, end)
 }
 
 // Describe returns config lines for device 0 without opening an engine: gpu,
