@@ -136,7 +136,7 @@ func TestHTTPErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 			[]string{`unknown model "resnet50"`, `"resnet18"`}},
 		{"unknown version", rawRequest{path: "/v2/models/resnet18/versions/2/infer", body: jsonInfer("input", "FP32", okShape, ones, "")}, 404,
 			[]string{`unknown version "2"`}},
-		{"unknown endpoint", rawRequest{method: http.MethodGet, path: "/v2/models/resnet18/config"}, 404, []string{"no such endpoint"}},
+		{"unknown endpoint", rawRequest{method: http.MethodGet, path: "/v2/models/resnet18/labels"}, 404, []string{"no such endpoint"}},
 		{"not v2", rawRequest{method: http.MethodGet, path: "/v1/models/resnet18"}, 404, []string{"under /v2"}},
 	}
 	before := f.srv.Stats()

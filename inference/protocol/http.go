@@ -15,6 +15,8 @@ import (
 //	GET  /v2/models/{name}[/versions/{version}]              model metadata
 //	GET  /v2/models/{name}[/versions/{version}]/ready        200 when ready, else 400
 //	POST /v2/models/{name}[/versions/{version}]/infer        inference
+//	GET  /v2/models/{name}[/versions/{version}]/config       configuration (Triton's ModelConfig)
+//	GET  /v2/models[/{name}[/versions/{version}]]/stats      statistics (Triton's ModelStatistics)
 //	GET  /v2/systemsharedmemory[/region/{name}]/status       registered regions
 //	POST /v2/systemsharedmemory/region/{name}/register       map a region
 //	POST /v2/systemsharedmemory[/region/{name}]/unregister   unmap one or all
@@ -40,6 +42,8 @@ func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.health(w, r, true)
 	case len(parts) == 2 && parts[0] == "health" && parts[1] == "ready":
 		s.health(w, r, s.Ready())
+	case len(parts) == 2 && parts[0] == "models" && parts[1] == "stats":
+		s.serveStats(w, r, "", "")
 	case len(parts) >= 2 && parts[0] == "models":
 		s.serveModel(w, r, parts[1:])
 	case len(parts) >= 2 && parts[0] == "systemsharedmemory":
@@ -51,7 +55,7 @@ func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveModel routes {name}[/versions/{version}][/ready|/infer].
+// serveModel routes {name}[/versions/{version}][/ready|/infer|/config|/stats].
 func (s *Service) serveModel(w http.ResponseWriter, r *http.Request, parts []string) {
 	name, version, action := parts[0], "", ""
 	rest := parts[1:]
@@ -76,6 +80,14 @@ func (s *Service) serveModel(w http.ResponseWriter, r *http.Request, parts []str
 		s.get(w, r, func() any { return metadataJSON(m) })
 	case "ready":
 		s.health(w, r, err == nil && s.Ready())
+	case "config":
+		if err != nil {
+			s.httpError(w, err)
+			return
+		}
+		s.get(w, r, func() any { return configJSON(m.config()) })
+	case "stats":
+		s.serveStats(w, r, name, version)
 	case "infer":
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)

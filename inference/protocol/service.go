@@ -10,7 +10,7 @@ import (
 // shared-memory extension unless Options.SharedMemory turns it off (see
 // Service.Extensions). CUDA shared memory is not supported (its endpoints
 // answer so) and not reported.
-var Extensions = []string{"binary_tensor_data", "system_shared_memory"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "statistics", "system_shared_memory"}
 
 // Options configure a Service.
 type Options struct {
