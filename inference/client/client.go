@@ -13,6 +13,12 @@
 //     or an *Error carrying the HTTP status or gRPC code and the server's
 //     message.
 //
+// Tensors may instead lie in system shared memory (Triton's extension, the
+// SharedMemory interface both clients implement): register a region of a
+// POSIX shared-memory object, then send inputs with a Region and ask for
+// outputs in InferRequest.OutputRegions; only the request's header crosses
+// the socket.
+//
 // Both clients reuse connections and are safe for concurrent use; a context
 // bounds every call (its deadline becomes the gRPC deadline).
 package client

@@ -1,7 +1,8 @@
 // Package protocol is the network front door of an inference.Server: the
 // Open Inference Protocol (KServe v2) over HTTP/REST and gRPC, as Triton,
-// KServe, MLServer and TorchServe speak it, with Triton's binary tensor data
-// extension and Prometheus metrics under Triton's names.
+// KServe, MLServer and TorchServe speak it, with Triton's binary tensor data,
+// model configuration, statistics and system shared-memory extensions (see
+// shm.go) and Prometheus metrics under Triton's names.
 //
 // A request goes through five steps:
 //
@@ -13,17 +14,21 @@
 //     datatype (FP32, FP16 or UINT8), shape [n, C, H, W] with 1 <= n <=
 //     MaxBatch. Every failure is 400 / InvalidArgument naming what was
 //     expected and what came. Bodies and messages are bounded.
-//  3. Input buffer: the tensor is written into a buffer from the server's
-//     AllocInput (pinned memory on CUDA), taken from a pool bounded in bytes
+//  3. Input buffer: an FP32 input in a registered shared-memory region is
+//     used where it lies (a view of the mapping, no copy). Otherwise the
+//     tensor is written into a buffer from the server's AllocInput (pinned
+//     memory on CUDA), taken from a pool bounded in bytes
 //     (ModelConfig.InflightBytes): binary FP32 data is read from the socket
 //     straight into it; FP16 is widened exactly, UINT8 normalised as
 //     torchvision does, JSON numbers parsed without reflection.
 //  4. Inference: the buffer is submitted with the request's context, so a
 //     client that disconnects or whose deadline passes cancels it; the
-//     buffer returns to the pool only once the server has answered.
+//     buffer returns to the pool (or the region is let go) only once the
+//     server has answered.
 //  5. Answer: the logits as JSON numbers, as binary data after the JSON
-//     header, or as gRPC raw (or typed) contents; errors map to HTTP statuses
-//     and gRPC codes (asError).
+//     header, or as gRPC raw (or typed) contents, or written by the server
+//     straight into the output's shared-memory region; errors map to HTTP
+//     statuses and gRPC codes (asError).
 //
 // Service ties a Model to the transports: HTTPHandler, RegisterGRPC (with
 // grpc.health.v1 and reflection), Collector, Drain. cmd/inferbench serve runs
