@@ -100,8 +100,9 @@ func (g grpcService) ModelMetadata(_ context.Context, r *v2pb.ModelMetadataReque
 // ModelInfer runs one request. Raw input contents (and inputs in shared
 // memory) are answered with raw output contents (as Triton always does),
 // typed contents with typed fp32_contents, and logits written into a
-// shared-memory region with its parameters and no contents. The call's deadline, if any, is the request's timeout, and a
-// cancelled call drops or discards its request.
+// shared-memory region with its parameters and no contents. The call's
+// deadline, if any, is the request's timeout, and a cancelled call drops or
+// discards its request.
 func (g grpcService) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
 	resp, err := g.s.grpcInfer(ctx, r)
 	if err != nil {

@@ -134,22 +134,14 @@ func (m *Model) byteSize(n int, datatype string) int {
 	return n * m.imageValues() * elemSize(datatype)
 }
 
-// infer runs one decoded request whose input buffer came from m.inputs and
-// returns the logits; the buffer goes back to the pool once the server no
-// longer reads it (see run).
-func (m *Model) infer(ctx context.Context, in inference.Tensor, timeout time.Duration) ([]float32, error) {
-	out := make([]float32, in.Shape[0]*m.classes)
-	if err := m.run(ctx, inference.Request{Input: in, Logits: out}, timeout, func(bool) { m.inputs.put(in) }); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// run submits req and returns when the server answers or ctx ends. done is
-// called once the server no longer reads req.Input nor writes req.Logits: at
-// once when Submit refuses the request; on the answer; or, when ctx ends
-// first, by a goroutine that waits for the answer, which follows promptly as
-// the server drops an abandoned request or discards its result. done's
+// run submits one decoded request and returns when the server answers or ctx
+// ends. Its input is a buffer from m.inputs or a view of a shared-memory
+// region, its logits a new slice or a view of one. done is called once the
+// server no longer reads req.Input nor writes req.Logits (the buffer may go
+// back to the pool, the region be let go): at once when Submit refuses the
+// request; on the answer; or, when ctx ends first, by a goroutine that waits
+// for the answer, which follows promptly as the server drops an abandoned
+// request or discards its result. done's
 // argument says whether the answer was Server.Close failing the accepted
 // request, which may come before the workers have left its batch. timeout,
 // if positive, bounds the request from now.
