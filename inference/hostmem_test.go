@@ -89,7 +89,7 @@ func TestRegisterHost(t *testing.T) {
 func TestCPUAndNopRegisterHostAsNoOp(t *testing.T) {
 	for _, device := range []string{"cpu", "nop"} {
 		t.Run(device, func(t *testing.T) {
-			srv, err := inference.New(inference.Config{Device: device, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2})
+			srv, err := inference.New(inference.Config{BackendName: device, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2})
 			require.NoError(t, err)
 			defer srv.Close()
 			in := inference.NewInput(1, 32, 32)

@@ -19,7 +19,8 @@ import (
 func copyIn(t *testing.T, e *Engine, parts [][]float32, n int) ([]float32, backend.Times) {
 	t.Helper()
 	w := e.Workers()[0]
-	release := w.Bind()
+	release, err := w.Bind()
+	require.NoError(t, err)
 	defer release()
 	require.NoError(t, w.CopyIn(0, parts))
 	require.NoError(t, w.Compute(0, n))

@@ -20,8 +20,8 @@ func (m *Model) backendName() string {
 	switch {
 	case cfg.Backend != nil:
 		return cfg.Backend.Name()
-	case cfg.Device != "":
-		return cfg.Device
+	case cfg.BackendName != "":
+		return cfg.BackendName
 	}
 	return "cpu"
 }
@@ -113,11 +113,8 @@ func configJSON(c *v2pb.ModelConfig) modelConfigJSON {
 //
 // last_inference, batch_stats and the cache figures are not measured and left
 // out (absent in JSON; unset, so also absent on the wire, in protobuf).
-//
-// TODO(lead): the latency sum and the stage sums come from
-// Stats.Recorded, which ResetStats clears; once Stats is cumulative (the core
-// branch: Stats.Latency and Stats.Stages), read them from there so that
-// every figure here only grows, as Triton's do.
+// Every figure is cumulative since the server started and only grows, as
+// Triton's do.
 func (m *Model) statistics() *v2pb.ModelStatistics {
 	st := m.srv.Stats()
 	lat := latencyOf(st)

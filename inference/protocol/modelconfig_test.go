@@ -85,8 +85,8 @@ func TestStatisticsAgreeWithStats(t *testing.T) {
 	st := f.srv.Stats()
 	require.Equal(t, uint64(3), st.Completed)
 	require.Equal(t, uint64(1), st.Rejected)
-	sum := func(i int) uint64 { return uint64(st.Recorded.Stages[i].Sum) }
-	latency := uint64(time.Duration(st.Recorded.Summary.Count) * st.Recorded.Summary.Mean)
+	sum := func(i int) uint64 { return uint64(st.Stages[i].Sum) }
+	latency := uint64(st.Latency.Sum)
 
 	type dur struct {
 		Count uint64  `json:"count"`

@@ -20,7 +20,7 @@ import (
 // server's in-process answer for the same images bit for bit, with and
 // without staging buffers (PinnedInput).
 func TestSharedMemoryOnCUDA(t *testing.T) {
-	probe, err := inference.New(inference.Config{Device: "cuda", Model: tinyModel(t), Height: side, Width: side, MaxBatch: 1})
+	probe, err := inference.New(inference.Config{BackendName: "cuda", Model: tinyModel(t), Height: side, Width: side, MaxBatch: 1})
 	if errors.Is(err, backend.ErrNoGPU) {
 		t.Skipf("no CUDA device: %v", err)
 	}
@@ -28,7 +28,7 @@ func TestSharedMemoryOnCUDA(t *testing.T) {
 	probe.Close()
 	for _, pinnedInput := range []bool{false, true} {
 		t.Run(map[bool]string{false: "staging", true: "pinned-input"}[pinnedInput], func(t *testing.T) {
-			f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{Device: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}})
+			f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{BackendName: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}})
 			ctx := context.Background()
 			in := newObject(t, dir, "/in", 4*imageBytes)
 			out := newObject(t, dir, "/out", 4*4*classes)
