@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -49,6 +50,8 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.InitialWindowSize(4 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
+		// Reuse a fixed set of goroutines for calls instead of one per call.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 }
 
