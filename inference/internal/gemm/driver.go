@@ -135,8 +135,10 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 }
 
 // Parallel calls fn(lo, hi) for disjoint ranges that cover [0, n), in chunks
-// of at least grain values, on the Context's threads, and returns when every
-// call has returned. A panic in fn is returned as an error.
+// of grain values (the last may be shorter; a grain below 1 counts as 1), on
+// the Context's threads, and returns when every call has returned. Threads
+// take chunks in order as they become free, so chunks of unequal cost still
+// keep every thread busy. A panic in fn is returned as an error.
 func (c *Context) Parallel(n, grain int, fn func(lo, hi int)) error {
 	if c.closed {
 		return ErrClosed
@@ -146,8 +148,7 @@ func (c *Context) Parallel(n, grain int, fn func(lo, hi int)) error {
 	}
 	j := &c.job
 	j.fn, j.fnN = fn, n
-	chunks := max(1, min(c.threads, n/max(grain, 1)))
-	j.fnStep = (n + chunks - 1) / chunks
+	j.fnStep = max(grain, 1)
 	j.tasks = (n + j.fnStep - 1) / j.fnStep
 	err := c.dispatch()
 	j.fn = nil

@@ -1,0 +1,207 @@
+// Package conv runs the convolutions of the CPU back-end directly on padded
+// NHWC tensors, with AVX-512 or AVX2 micro-kernels in assembly where the CPU
+// has them and a portable Go kernel elsewhere, split over a set of threads.
+//
+// A layer computes out = ReLU?(conv(in, w) + bias [+ res]) in four steps:
+//
+//  1. At NewLayer the weights are packed for the kernel family: output
+//     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
+//     for each group the weights of every (kernel row, kernel column, input
+//     channel) one after another, so the kernels read them as one stream.
+//  2. Run cuts the output into tasks (a range of output rows of any image
+//     times one channel group), enough to keep every thread busy, and the
+//     threads take tasks in turn.
+//  3. For each row of a task, the kernel computes P pixels of the row at a
+//     time (the last call takes what is left), keeping the P x group tile in
+//     registers over the whole sum: no im2col matrix, no packing of the
+//     input, which the kernel reads in place thanks to the zero padding
+//     around every image.
+//  4. The kernel applies the epilogue (bias, residual, ReLU) to the tile in
+//     registers and stores it; the task then zeroes the padding of its rows,
+//     so the output is ready for the next layer.
+package conv
+
+import (
+	"fmt"
+)
+
+// Layout is where one image lies in a float32 buffer: H rows of W pixels,
+// each pixel Pitch values of which the first C are channels and the rest
+// zero (NHWC order), surrounded by Pad rows and columns of zeros. A batch
+// is images one after another.
+type Layout struct {
+	H, W, C    int
+	Pitch, Pad int
+}
+
+// RowPitch is the number of values from one row to the next.
+func (l Layout) RowPitch() int { return (l.W + 2*l.Pad) * l.Pitch }
+
+// ImagePitch is the number of values from one image to the next.
+func (l Layout) ImagePitch() int { return (l.H + 2*l.Pad) * l.RowPitch() }
+
+// Size is the number of values of n images.
+func (l Layout) Size(n int) int { return n * l.ImagePitch() }
+
+// Offset is the index of channel 0 of pixel (y, x) of image n; y and x may
+// lie in the padding (from -Pad).
+func (l Layout) Offset(n, y, x int) int {
+	return n*l.ImagePitch() + (y+l.Pad)*l.RowPitch() + (x+l.Pad)*l.Pitch
+}
+
+// Pitch is the pitch of a tensor of c channels written by a layer: whole
+// units of 16 values.
+func Pitch(c int) int { return (c + unit - 1) / unit * unit }
+
+// Spec describes a convolution layer.
+type Spec struct {
+	In            Layout    // the input's layout; In.Pad must be at least Pad
+	Out, K        int       // output channels, kernel height and width
+	Stride, Pad   int       // stride and zero padding of the convolution
+	Weight        []float32 // Out x In.C x K x K (OIHW, PyTorch's order)
+	Bias          []float32 // Out values, or nil
+	ReLU          bool      // clamp the output at zero
+	OutPad        int       // zero rows and columns around each output image
+	Kernel        string    // kernel family (see Kernels); "" picks the fastest
+	ChunkChannels int       // input channels per pass over the output; 0 means all
+}
+
+// Layer is a packed convolution layer. It is read-only after NewLayer and
+// safe for concurrent use.
+type Layer struct {
+	kern   *kernels
+	in     Layout
+	out    Layout
+	k      int
+	stride int
+	pad    int
+	relu   bool
+	chunk  int       // input channels per reduction chunk
+	groups []group   // output channel groups
+	w      []float32 // packed weights
+	bias   []float32 // out.Pitch values
+	px     []int     // pixels per kernel call, by group size in units
+}
+
+// group is a run of output channels computed by one kernel call.
+type group struct {
+	u0, units int // first unit and number of units
+	w         int // offset of the group's weights in Layer.w
+}
+
+// NewLayer checks s and packs its weights.
+func NewLayer(s Spec) (*Layer, error) {
+	in := s.In
+	switch {
+	case in.H < 1 || in.W < 1 || in.C < 1 || in.Pitch < in.C || in.Pad < 0:
+		return nil, fmt.Errorf("conv: bad input layout %+v", in)
+	case s.Out < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutPad < 0 || s.ChunkChannels < 0:
+		return nil, fmt.Errorf("conv: bad layer %d outputs, kernel %d, stride %d, padding %d, output padding %d, chunk %d",
+			s.Out, s.K, s.Stride, s.Pad, s.OutPad, s.ChunkChannels)
+	case in.Pad < s.Pad:
+		return nil, fmt.Errorf("conv: input padding %d is less than the layer's %d", in.Pad, s.Pad)
+	case len(s.Weight) != s.Out*in.C*s.K*s.K:
+		return nil, fmt.Errorf("conv: %d weights, want %d", len(s.Weight), s.Out*in.C*s.K*s.K)
+	case s.Bias != nil && len(s.Bias) != s.Out:
+		return nil, fmt.Errorf("conv: %d biases, want %d", len(s.Bias), s.Out)
+	}
+	oh, ow := (in.H+2*s.Pad-s.K)/s.Stride+1, (in.W+2*s.Pad-s.K)/s.Stride+1
+	if oh < 1 || ow < 1 {
+		return nil, fmt.Errorf("conv: %dx%d input is smaller than the %dx%d kernel", in.H, in.W, s.K, s.K)
+	}
+	kern, err := findKernels(s.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	l := &Layer{
+		kern: kern, in: in, k: s.K, stride: s.Stride, pad: s.Pad, relu: s.ReLU,
+		out:   Layout{H: oh, W: ow, C: s.Out, Pitch: Pitch(s.Out), Pad: s.OutPad},
+		chunk: in.Pitch,
+	}
+	if s.ChunkChannels > 0 {
+		l.chunk = min(s.ChunkChannels, in.Pitch)
+	}
+	l.bias = make([]float32, l.out.Pitch)
+	copy(l.bias, s.Bias)
+	l.px = make([]int, len(kern.maxP))
+	for g, maxP := range kern.maxP {
+		l.px[g] = pixels(ow, maxP)
+	}
+	// Groups: as many of the largest size as fit, then smaller ones.
+	per := s.K * s.K * in.Pitch // weights per output channel, padded
+	for u, units := 0, l.out.Pitch/unit; u < units; {
+		g := len(kern.maxP) - 1
+		for kern.maxP[g] == 0 || u+g > units {
+			g--
+		}
+		l.groups = append(l.groups, group{u0: u, units: g, w: u * unit * per})
+		u += g
+	}
+	l.w = make([]float32, l.out.Pitch*per)
+	for _, gr := range l.groups {
+		l.pack(gr, s.Weight)
+	}
+	return l, nil
+}
+
+// pixels is the number of pixels per kernel call for rows of ow pixels with
+// kernels of up to maxP pixels: the count that minimises the calls' cost,
+// modelled as the pixels computed plus two for each call (the weights a call
+// loads, shared by its pixels); on a tie, the count whose smallest call (the
+// last) is largest, since small calls use the registers least.
+func pixels(ow, maxP int) int {
+	if maxP == 0 {
+		return 0
+	}
+	best, bestCost, bestLast := 1, -1, 0
+	for p := 1; p <= min(maxP, ow); p++ {
+		last := ow % p
+		cost := ow/p*(p+2) + min(last, 1)*(last+2)
+		if last == 0 {
+			last = p
+		}
+		if bestCost < 0 || cost < bestCost || cost == bestCost && last >= bestLast {
+			best, bestCost, bestLast = p, cost, last
+		}
+	}
+	return best
+}
+
+// pack writes the weights of group gr: for each chunk of input channels,
+// for each kernel row, kernel column and input channel of the chunk, the
+// group's output channels (zero past s.Out and past In.C).
+func (l *Layer) pack(gr group, w []float32) {
+	k, in := l.k, l.in
+	v := gr.units * unit
+	dst := l.w[gr.w:]
+	i := 0
+	for c0 := 0; c0 < in.Pitch; c0 += l.chunk {
+		for ky := 0; ky < k; ky++ {
+			for kx := 0; kx < k; kx++ {
+				for c := c0; c < min(c0+l.chunk, in.Pitch); c++ {
+					for o := gr.u0 * unit; o < gr.u0*unit+v; o++ {
+						if o < l.out.C && c < in.C {
+							dst[i] = w[((o*in.C+c)*k+ky)*k+kx]
+						}
+						i++
+					}
+				}
+			}
+		}
+	}
+}
+
+// In is the layout the layer reads.
+func (l *Layer) In() Layout { return l.in }
+
+// Out is the layout the layer writes.
+func (l *Layer) Out() Layout { return l.out }
+
+// Kernel is the name of the layer's kernel family.
+func (l *Layer) Kernel() string { return l.kern.name }
+
+// FLOPs is the number of floating-point operations of the layer for one
+// image (two per multiply-add of the unpadded convolution).
+func (l *Layer) FLOPs() int {
+	return 2 * l.out.H * l.out.W * l.out.C * l.in.C * l.k * l.k
+}

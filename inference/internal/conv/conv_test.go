@@ -1,0 +1,291 @@
+package conv
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference/internal/gemm"
+)
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// randTensor returns n images in layout l with random channels and zero
+// padding, and the same values as NCHW (n x C x H x W).
+func randTensor(rng *rand.Rand, n int, l Layout) (padded, nchw []float32) {
+	padded = make([]float32, l.Size(n))
+	nchw = make([]float32, n*l.C*l.H*l.W)
+	for i := 0; i < n; i++ {
+		for c := 0; c < l.C; c++ {
+			for y := 0; y < l.H; y++ {
+				for x := 0; x < l.W; x++ {
+					v := float32(rng.NormFloat64())
+					padded[l.Offset(i, y, x)+c] = v
+					nchw[((i*l.C+c)*l.H+y)*l.W+x] = v
+				}
+			}
+		}
+	}
+	return padded, nchw
+}
+
+// naive is the reference: the convolution of NCHW x with OIHW w in float64,
+// with the epilogue; res is NCHW too. It returns NCHW.
+func naive(s Spec, n int, x, res []float32) []float64 {
+	in := s.In
+	oh, ow := (in.H+2*s.Pad-s.K)/s.Stride+1, (in.W+2*s.Pad-s.K)/s.Stride+1
+	y := make([]float64, n*s.Out*oh*ow)
+	for i := 0; i < n; i++ {
+		for o := 0; o < s.Out; o++ {
+			for oy := 0; oy < oh; oy++ {
+				for ox := 0; ox < ow; ox++ {
+					var sum float64
+					for c := 0; c < in.C; c++ {
+						for ky := 0; ky < s.K; ky++ {
+							iy := oy*s.Stride - s.Pad + ky
+							if iy < 0 || iy >= in.H {
+								continue
+							}
+							for kx := 0; kx < s.K; kx++ {
+								ix := ox*s.Stride - s.Pad + kx
+								if ix < 0 || ix >= in.W {
+									continue
+								}
+								sum += float64(s.Weight[((o*in.C+c)*s.K+ky)*s.K+kx]) * float64(x[((i*in.C+c)*in.H+iy)*in.W+ix])
+							}
+						}
+					}
+					j := ((i*s.Out+o)*oh+oy)*ow + ox
+					if s.Bias != nil {
+						sum += float64(s.Bias[o])
+					}
+					if res != nil {
+						sum += float64(res[j])
+					}
+					if s.ReLU && sum < 0 {
+						sum = 0
+					}
+					y[j] = sum
+				}
+			}
+		}
+	}
+	return y
+}
+
+func contexts(t testing.TB) []*gemm.Context {
+	t.Helper()
+	var cs []*gemm.Context
+	for _, threads := range []int{1, 3} {
+		c, err := gemm.New(gemm.Config{Threads: threads})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func TestLayer(t *testing.T) {
+	cases := []struct {
+		name         string
+		n            int
+		in           Layout
+		out, k       int
+		stride, pad  int
+		outPad       int
+		chunk        int
+		relu, resAdd bool
+	}{
+		{"3x3", 2, Layout{H: 9, W: 11, C: 16, Pitch: 16, Pad: 1}, 64, 3, 1, 1, 1, 0, true, false},
+		{"3x3-residual", 2, Layout{H: 8, W: 13, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, 0, true, true},
+		{"3x3-stride2", 3, Layout{H: 13, W: 10, C: 16, Pitch: 16, Pad: 1}, 32, 3, 2, 1, 1, 0, true, false},
+		{"1x1-stride2-in-padded", 2, Layout{H: 15, W: 15, C: 16, Pitch: 16, Pad: 1}, 48, 1, 2, 0, 1, 0, false, false},
+		{"stem", 2, Layout{H: 37, W: 41, C: 3, Pitch: 3, Pad: 3}, 64, 7, 2, 3, 1, 0, true, false},
+		{"odd-channels", 2, Layout{H: 7, W: 9, C: 5, Pitch: 16, Pad: 1}, 7, 3, 1, 1, 2, 0, true, true},
+		{"wide-rows", 1, Layout{H: 3, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 1, 1, 1, 0, true, false},
+		{"five-units", 2, Layout{H: 6, W: 6, C: 16, Pitch: 16, Pad: 1}, 80, 3, 1, 1, 0, 0, false, true},
+		{"narrow", 3, Layout{H: 2, W: 2, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, 0, true, true},
+		{"chunked", 2, Layout{H: 8, W: 8, C: 64, Pitch: 64, Pad: 1}, 64, 3, 1, 1, 1, 16, true, true},
+		{"chunked-uneven", 2, Layout{H: 5, W: 7, C: 40, Pitch: 48, Pad: 2}, 32, 3, 1, 1, 1, 20, true, true},
+		{"kernel-wider-than-input", 3, Layout{H: 3, W: 2, C: 2, Pitch: 2, Pad: 2}, 9, 5, 1, 2, 0, 0, false, false},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, kern := range Kernels() {
+		for _, ctx := range contexts(t) {
+			r := NewRunner(ctx)
+			for _, tc := range cases {
+				name := fmt.Sprintf("kernel=%s/threads=%d/%s", kern, ctx.Threads(), tc.name)
+				t.Run(name, func(t *testing.T) {
+					s := Spec{
+						In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: tc.outPad,
+						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out),
+						ReLU: tc.relu, Kernel: kern, ChunkChannels: tc.chunk,
+					}
+					l, err := NewLayer(s)
+					require.NoError(t, err)
+					assert.Equal(t, kern, l.Kernel())
+					ol := l.Out()
+					x, xNCHW := randTensor(rng, tc.n, tc.in)
+					var res, resNCHW []float32
+					if tc.resAdd {
+						res, resNCHW = randTensor(rng, tc.n, ol)
+					}
+					// Poison the output: every value must be written.
+					got := make([]float32, ol.Size(tc.n)+7)
+					for i := range got {
+						got[i] = float32(math.NaN())
+					}
+					require.NoError(t, r.Run(l, tc.n, x, got, res))
+					want := naive(s, tc.n, xNCHW, resNCHW)
+					tol := 1e-5 * (1 + float64(tc.in.C*tc.k*tc.k))
+					bad := 0
+					for i := 0; i < tc.n; i++ {
+						for y := -ol.Pad; y < ol.H+ol.Pad; y++ {
+							for xx := -ol.Pad; xx < ol.W+ol.Pad; xx++ {
+								for c := 0; c < ol.Pitch; c++ {
+									var w float64
+									if y >= 0 && y < ol.H && xx >= 0 && xx < ol.W && c < ol.C {
+										w = want[((i*ol.C+c)*ol.H+y)*ol.W+xx]
+									}
+									g := got[ol.Offset(i, y, xx)+c]
+									if !(math.Abs(float64(g)-w) <= tol) {
+										if bad < 5 {
+											t.Errorf("image %d (%d, %d) channel %d = %v, want %v", i, y, xx, c, g, w)
+										}
+										bad++
+									}
+								}
+							}
+						}
+					}
+					assert.Zero(t, bad, "values outside tolerance %g", tol)
+					for i := ol.Size(tc.n); i < len(got); i++ {
+						assert.True(t, math.IsNaN(float64(got[i])), "value %d past the output was written", i)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKernels checks every kernel of every family against the generic
+// kernel on one tile with random strides and every epilogue.
+func TestKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, fam := range families() {
+		for g, maxP := range fam.maxP {
+			for p := 1; p <= maxP; p++ {
+				t.Run(fmt.Sprintf("kernel=%s/p=%d/g=%d", fam.name, p, g), func(t *testing.T) {
+					v := g * unit
+					tl := tile{nky: 2, nkx: 3, nc: 1 + rng.IntN(9), xrow: 150, xcol: 11, xpix: 23, opix: v + 5}
+					tl.x = randSlice(rng, (tl.nky-1)*tl.xrow+(tl.nkx-1)*tl.xcol+tl.nc+(p-1)*tl.xpix)
+					tl.w = randSlice(rng, tl.nky*tl.nkx*tl.nc*v)
+					tl.bias = randSlice(rng, v)
+					tl.res = randSlice(rng, (p-1)*tl.opix+v)
+					for flags := 0; flags < 16; flags++ {
+						tl.flags = flags
+						init := randSlice(rng, (p-1)*tl.opix+v)
+						want := append([]float32(nil), init...)
+						tl.out = want
+						genericKernel(p, g, &tl)
+						got := append([]float32(nil), init...)
+						tl.out = got
+						fam.run(p, g, &tl)
+						for i := range got {
+							require.InDelta(t, want[i], got[i], 1e-4, "flags %b, value %d", flags, i)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestKernelBounds(t *testing.T) {
+	for _, fam := range families() {
+		t.Run(fam.name, func(t *testing.T) {
+			tl := tile{nky: 1, nkx: 1, nc: 4, xpix: 4, opix: 16}
+			tl.x, tl.w, tl.out = make([]float32, 7), make([]float32, 64), make([]float32, 32)
+			// Two pixels read x[0:8], one more than x holds.
+			assert.Panics(t, func() { fam.run(2, 1, &tl) })
+		})
+	}
+}
+
+func TestPixels(t *testing.T) {
+	cases := []struct{ ow, maxP, want int }{
+		{63, 6, 6}, {8, 6, 4}, {125, 6, 6}, {2, 6, 2}, {1, 12, 1}, {5, 0, 0}, {24, 12, 12},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, pixels(tc.ow, tc.maxP), "pixels(%d, %d)", tc.ow, tc.maxP)
+	}
+}
+
+func TestNewLayerErrors(t *testing.T) {
+	in := Layout{H: 4, W: 4, C: 2, Pitch: 2, Pad: 1}
+	w := make([]float32, 3*2*9)
+	cases := []struct {
+		name string
+		s    Spec
+		want string
+	}{
+		{"bad layout", Spec{In: Layout{H: 4, W: 4, C: 3, Pitch: 2}, Out: 1, K: 1, Stride: 1, Weight: w[:6]}, "bad input layout"},
+		{"bad stride", Spec{In: in, Out: 3, K: 3, Stride: 0, Pad: 1, Weight: w}, "bad layer"},
+		{"padding", Spec{In: in, Out: 3, K: 3, Stride: 1, Pad: 2, Weight: w}, "input padding 1"},
+		{"weights", Spec{In: in, Out: 3, K: 3, Stride: 1, Pad: 1, Weight: w[:5]}, "5 weights"},
+		{"bias", Spec{In: in, Out: 3, K: 3, Stride: 1, Pad: 1, Weight: w, Bias: w[:2]}, "2 biases"},
+		{"too small", Spec{In: Layout{H: 2, W: 2, C: 2, Pitch: 2}, Out: 3, K: 3, Stride: 1, Weight: w}, "2x2 input is smaller than"},
+		{"kernel", Spec{In: in, Out: 3, K: 3, Stride: 1, Pad: 1, Weight: w, Kernel: "nope"}, `kernel "nope"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewLayer(tc.s)
+			assert.ErrorContains(t, err, "conv: "+tc.want)
+		})
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	ctx, err := gemm.New(gemm.Config{Threads: 1})
+	require.NoError(t, err)
+	defer ctx.Close()
+	l, err := NewLayer(Spec{In: Layout{H: 4, W: 4, C: 2, Pitch: 2, Pad: 1}, Out: 3, K: 3, Stride: 1, Pad: 1, Weight: make([]float32, 54)})
+	require.NoError(t, err)
+	in, out := make([]float32, l.In().Size(2)), make([]float32, l.Out().Size(2))
+	r := NewRunner(ctx)
+	assert.ErrorContains(t, r.Run(l, 0, in, out, nil), "conv: 0 images")
+	assert.ErrorContains(t, r.Run(l, 3, in, out, nil), "conv: input has")
+	assert.ErrorContains(t, r.Run(l, 2, in, out[:5], nil), "conv: output has")
+	assert.ErrorContains(t, r.Run(l, 2, in, out, out[:5]), "conv: residual has")
+	require.NoError(t, ctx.Close())
+	assert.ErrorIs(t, r.Run(l, 2, in, out, nil), gemm.ErrClosed)
+}
+
+func TestRunAllocs(t *testing.T) {
+	ctx, err := gemm.New(gemm.Config{Threads: 2})
+	require.NoError(t, err)
+	defer ctx.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	in := Layout{H: 10, W: 10, C: 16, Pitch: 16, Pad: 1}
+	l, err := NewLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*16*9), ReLU: true})
+	require.NoError(t, err)
+	x, _ := randTensor(rng, 2, in)
+	y := make([]float32, l.Out().Size(2))
+	r := NewRunner(ctx)
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := r.Run(l, 2, x, y, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per Run")
+}

@@ -1,0 +1,238 @@
+package conv
+
+import "fmt"
+
+// Threads runs functions over index ranges on a set of threads, as
+// gemm.Context does.
+type Threads interface {
+	// Threads is the number of threads.
+	Threads() int
+	// Parallel calls fn(lo, hi) for disjoint ranges that cover [0, n), in
+	// chunks of grain indices, on the threads, and returns when every call
+	// has returned.
+	Parallel(n, grain int, fn func(lo, hi int)) error
+}
+
+// tasksPerThread is how many tasks a layer is cut into for each thread, so
+// that threads that finish early take work from the slow ones.
+const tasksPerThread = 4
+
+// op is the kind of operation a Runner has in progress.
+type op int
+
+const (
+	opConv op = iota
+	opPool
+	opInput
+)
+
+// Runner runs layers on threads. It holds the arguments of the operation in
+// progress, so that a run allocates nothing; it is not safe for concurrent
+// use (give each goroutine that runs layers its own).
+type Runner struct {
+	threads Threads
+	fn      func(lo, hi int)
+
+	op           op
+	l            *Layer
+	pool         *MaxPool
+	layout       Layout      // opInput's
+	imgs         [][]float32 // opInput's
+	in, out, res []float32
+	n            int // images
+	rows         int // output rows per task (opConv)
+}
+
+// NewRunner returns a Runner that runs layers on t.
+func NewRunner(t Threads) *Runner {
+	r := &Runner{threads: t}
+	r.fn = r.tasks
+	return r
+}
+
+// Run computes l for n images: in holds n images in l.In(), out receives
+// them in l.Out() (its padding too), and res, if not nil, holds n images in
+// l.Out() added before the ReLU. out must not overlap in or res.
+func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("conv: %d images", n)
+	case len(in) < l.in.Size(n):
+		return fmt.Errorf("conv: input has %d values, want %d", len(in), l.in.Size(n))
+	case len(out) < l.out.Size(n):
+		return fmt.Errorf("conv: output has %d values, want %d", len(out), l.out.Size(n))
+	case res != nil && len(res) < l.out.Size(n):
+		return fmt.Errorf("conv: residual has %d values, want %d", len(res), l.out.Size(n))
+	}
+	rows := n * l.out.H
+	target := tasksPerThread * r.threads.Threads()
+	r.rows = max(1, min(rows, rows*len(l.groups)/target))
+	tasks := (rows + r.rows - 1) / r.rows * len(l.groups)
+	r.op, r.l, r.n, r.in, r.out, r.res = opConv, l, n, in, out, res
+	return r.run(tasks)
+}
+
+// Pool computes p for n images: in holds them in p.In(), out receives them
+// in p.Out(). out must not overlap in.
+func (r *Runner) Pool(p *MaxPool, n int, in, out []float32) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("conv: %d images", n)
+	case len(in) < p.in.Size(n):
+		return fmt.Errorf("conv: input has %d values, want %d", len(in), p.in.Size(n))
+	case len(out) < p.out.Size(n):
+		return fmt.Errorf("conv: output has %d values, want %d", len(out), p.out.Size(n))
+	}
+	r.op, r.pool, r.n, r.in, r.out = opPool, p, n, in, out
+	return r.run(n * p.out.H)
+}
+
+// Input writes images, each l.C x l.H x l.W values (NCHW), to out in layout
+// l, padding included.
+func (r *Runner) Input(l Layout, imgs [][]float32, out []float32) error {
+	n := len(imgs)
+	if len(out) < l.Size(n) {
+		return fmt.Errorf("conv: output has %d values, want %d", len(out), l.Size(n))
+	}
+	for i, img := range imgs {
+		if len(img) != l.C*l.H*l.W {
+			return fmt.Errorf("conv: image %d has %d values, want %d", i, len(img), l.C*l.H*l.W)
+		}
+	}
+	r.op, r.layout, r.imgs, r.n, r.out = opInput, l, imgs, n, out
+	return r.run(n * l.H)
+}
+
+// run runs the operation's tasks and drops the references to its data.
+func (r *Runner) run(tasks int) error {
+	err := r.threads.Parallel(tasks, 1, r.fn)
+	r.l, r.pool, r.imgs, r.in, r.out, r.res = nil, nil, nil, nil, nil, nil
+	return err
+}
+
+func (r *Runner) tasks(lo, hi int) {
+	for t := lo; t < hi; t++ {
+		switch r.op {
+		case opConv:
+			r.convTask(t)
+		case opPool:
+			r.pool.row(r.in, r.out, t/r.pool.out.H, t%r.pool.out.H)
+		case opInput:
+			r.inputRow(t/r.layout.H, t%r.layout.H)
+		}
+	}
+}
+
+// convTask computes output rows [rb*rows, (rb+1)*rows) of the batch for
+// group t mod groups, where rb is t / groups.
+func (r *Runner) convTask(t int) {
+	l := r.l
+	gr := l.groups[t%len(l.groups)]
+	row0 := t / len(l.groups) * r.rows
+	row1 := min(row0+r.rows, r.n*l.out.H)
+	in, out := l.in, l.out
+	v := gr.units * unit
+	p := l.px[gr.units]
+	k, st := l.k, l.stride
+	tl := tile{
+		nky: k, xrow: in.RowPitch(), xcol: in.Pitch, xpix: st * in.Pitch, opix: out.Pitch,
+		bias: l.bias[gr.u0*unit:],
+	}
+	per := k * k * v // weights per input channel of the group
+	for c0 := 0; c0 < in.Pitch; c0 += l.chunk {
+		nc := min(l.chunk, in.Pitch-c0)
+		tl.nkx, tl.nc = k, nc
+		if nc == in.Pitch {
+			// One chunk: the channels of a kernel row's columns are
+			// contiguous, so they make one run.
+			tl.nkx, tl.nc = 1, k*nc
+		}
+		tl.w = l.w[gr.w+c0*per:]
+		tl.flags = 0
+		if c0 > 0 {
+			tl.flags |= flagAccumulate
+		}
+		last := c0+nc == in.Pitch
+		if last {
+			tl.flags |= flagBias
+			if l.relu {
+				tl.flags |= flagReLU
+			}
+			if r.res != nil {
+				tl.flags |= flagResidual
+			}
+		}
+		for row := row0; row < row1; row++ {
+			img, oy := row/out.H, row%out.H
+			for ox := 0; ox < out.W; ox += p {
+				pp := min(p, out.W-ox)
+				tl.x = r.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad)+c0:]
+				o := out.Offset(img, oy, ox) + gr.u0*unit
+				tl.out = r.out[o:]
+				if last && r.res != nil {
+					tl.res = r.res[o:]
+				}
+				l.kern.run(pp, gr.units, &tl)
+			}
+		}
+	}
+	for row := row0; row < row1; row++ {
+		zeroPadding(r.out, out, row/out.H, row%out.H, gr.u0*unit, v)
+	}
+}
+
+// inputRow writes row y of image img and its padding.
+func (r *Runner) inputRow(img, y int) {
+	l := r.layout
+	src := r.imgs[img]
+	plane := l.H * l.W
+	row := r.out[l.Offset(img, y, 0):][:l.W*l.Pitch]
+	for c := 0; c < l.C; c++ {
+		s := src[c*plane+y*l.W:][:l.W]
+		for x, v := range s {
+			row[x*l.Pitch+c] = v
+		}
+	}
+	if l.C < l.Pitch {
+		for x := 0; x < l.W; x++ {
+			clear(row[x*l.Pitch+l.C : (x+1)*l.Pitch])
+		}
+	}
+	zeroPadding(r.out, l, img, y, 0, l.Pitch)
+}
+
+// zeroPadding zeroes channels [c0, c0+v) of the padding columns of row y of
+// image img in layout l, and of the padding rows above the first row or
+// below the last.
+func zeroPadding(buf []float32, l Layout, img, y, c0, v int) {
+	pad, p := l.Pad, l.Pitch
+	left, right := l.Offset(img, y, -pad)+c0, l.Offset(img, y, l.W)+c0
+	for x := 0; x < pad; x++ {
+		clear(buf[left+x*p:][:v])
+		clear(buf[right+x*p:][:v])
+	}
+	if y == 0 {
+		zeroRows(buf, l, img, -pad, 0, c0, v)
+	}
+	if y == l.H-1 {
+		zeroRows(buf, l, img, l.H, l.H+pad, c0, v)
+	}
+}
+
+// zeroRows zeroes channels [c0, c0+v) of every pixel of rows [y0, y1) of
+// image img, padding columns included.
+func zeroRows(buf []float32, l Layout, img, y0, y1, c0, v int) {
+	if y0 >= y1 {
+		return
+	}
+	if c0 == 0 && v == l.Pitch {
+		clear(buf[l.Offset(img, y0, -l.Pad):l.Offset(img, y1, -l.Pad)])
+		return
+	}
+	for y := y0; y < y1; y++ {
+		row := buf[l.Offset(img, y, -l.Pad)+c0:]
+		for x := 0; x < l.W+2*l.Pad; x++ {
+			clear(row[x*l.Pitch:][:v])
+		}
+	}
+}
