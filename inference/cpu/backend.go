@@ -1,13 +1,27 @@
 // Package cpu is the pure-Go back-end: ResNet inference in fp32 on the CPU, using
-// every core, with no cgo. It runs anywhere the Go toolchain does.
+// every core, with no cgo (the convolution kernels are Go assembly where the
+// CPU has AVX-512 or AVX2, portable Go elsewhere). It runs anywhere the Go
+// toolchain does.
 //
-// Each worker owns its scratch buffers (sized at Open for one image) and runs the
-// images of a batch one after another, each layer spread across the cores. The
-// copy stages are host operations: CopyIn only remembers the request's parts (the
-// data is read in place), CopyOut is free, Wait returns at once.
+// A batch runs as one forward pass per maxImages images: the images are
+// converted to padded NHWC once, then each layer is one call over every image
+// of the pass, split across the cores (see package conv). Activations stay
+// NHWC with a border of zeros, so convolutions read their input in place;
+// batch-norm is folded into the weights, and bias, residual and ReLU are
+// applied as each output tile leaves the registers.
+//
+// Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
+// by its workers one forward pass at a time. Each worker owns its scratch
+// memory and a slot's batch runs on every thread, so several workers never
+// run more threads than there are cores; more workers only let a batch wait
+// for the threads while another computes.
+//
+// The copy stages are host operations: CopyIn only remembers the request's
+// parts (the data is read in place), CopyOut is free, Wait returns at once.
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -39,13 +53,17 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	if err := resnet.CheckInput(opts.Height, opts.Width); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	net, err := compile(m.Fold(), opts.Height, opts.Width)
+	p, err := newPool(runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{net: net, pool: newPool(runtime.GOMAXPROCS(0))}
+	net, err := compile(m.Fold(), opts.Height, opts.Width, p.ctx.Kernel())
+	if err != nil {
+		return nil, errors.Join(err, p.close())
+	}
+	e := &engine{net: net, pool: p}
 	for i := 0; i < opts.Workers; i++ {
-		w := &worker{net: net, pool: e.pool, scratch: net.newScratch(), slots: make([]slot, opts.Slots)}
+		w := &worker{net: net, pool: p, scratch: net.newScratch(p, min(opts.MaxBatch, maxImages)), slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
 			w.slots[s].out = make([]float32, opts.MaxBatch*net.classes)
 		}
@@ -86,8 +104,9 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 }
 
 func (e *engine) Close() error {
-	e.once.Do(e.pool.close)
-	return nil
+	var err error
+	e.once.Do(func() { err = e.pool.close() })
+	return err
 }
 
 type slot struct {
@@ -116,18 +135,31 @@ func (w *worker) CopyIn(s int, parts [][]float32) error {
 
 func (w *worker) Compute(s int, n int) error {
 	sl := &w.slots[s]
-	img := w.net.inputSize
-	i := 0
+	net, sc := w.net, w.scratch
+	img := net.inputSize
+	sc.imgs = sc.imgs[:0]
+	done := 0 // images whose logits are written
 	for _, p := range sl.parts {
-		for off := 0; off+img <= len(p) && i < n; off += img {
-			if err := w.net.forward(w.pool, w.scratch, p[off:off+img], sl.out[i*w.net.classes:(i+1)*w.net.classes]); err != nil {
-				return err
+		for off := 0; off+img <= len(p) && done+len(sc.imgs) < n; off += img {
+			sc.imgs = append(sc.imgs, p[off:off+img])
+			if len(sc.imgs) == cap(sc.imgs) {
+				if err := net.forward(w.pool, sc, sl.out[done*net.classes:]); err != nil {
+					return err
+				}
+				done += len(sc.imgs)
+				sc.imgs = sc.imgs[:0]
 			}
-			i++
 		}
 	}
-	if i != n {
-		return fmt.Errorf("cpu: slot holds %d images, asked to compute %d", i, n)
+	if len(sc.imgs) > 0 {
+		if err := net.forward(w.pool, sc, sl.out[done*net.classes:]); err != nil {
+			return err
+		}
+		done += len(sc.imgs)
+		sc.imgs = sc.imgs[:0]
+	}
+	if done != n {
+		return fmt.Errorf("cpu: slot holds %d images, asked to compute %d", done, n)
 	}
 	return nil
 }

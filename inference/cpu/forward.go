@@ -3,148 +3,197 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/internal/gemm"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-type blockLayer struct {
-	conv1, conv2 convLayer
-	down         *convLayer
+// maxImages is the most images one forward pass computes: a larger batch
+// runs in passes of maxImages images, which bounds a worker's scratch memory
+// (about 8 MB an image at 250x250) while every layer still sees enough rows
+// to keep all threads busy.
+const maxImages = 8
+
+// actPad is the zero padding around every activation: the 3x3 convolutions
+// and the max-pool read one pixel beyond the image.
+const actPad = 1
+
+type block struct {
+	conv1, conv2 *conv.Layer
+	down         *conv.Layer // the shortcut's 1x1 convolution, or nil
 }
 
-// network is a folded model laid out for one input size. It is read-only once
-// compiled and shared by the workers.
+// network is a folded model laid out for one input size and kernel family.
+// It is read-only once compiled and shared by the workers.
 type network struct {
-	stem         convLayer
-	poolH, poolW int
-	blocks       []blockLayer
-	features     int
-	fcT          []float32 // the classifier's weights transposed: features x classes
-	fcBias       []float32
-	classes      int
-	inputSize    int // values per image
-	maxAct       int // largest activation of one image, in values
+	input     conv.Layout // the stem's input: NHWC, 3 values a pixel
+	stem      *conv.Layer
+	pool      *conv.MaxPool
+	blocks    []block
+	features  int
+	classes   int
+	fc        *gemm.PackedA // the classifier's weights, classes x features
+	fcBias    []float32
+	inputSize int // values per image, NCHW
+	stemSize  int // values per image of the buffer the stem writes
+	actSize   int // values per image of the largest activation after the stem
 }
 
-func compile(f *resnet.Folded, h, w int) (*network, error) {
-	n := &network{classes: f.FC.Out, features: f.FC.In, inputSize: f.Arch.InChannels * h * w, fcBias: f.FC.Bias}
-	var err error
-	if n.stem, err = newConv(&f.Stem, h, w, true); err != nil {
-		return nil, err
+// compile lays out f for h x w inputs and the kernel family kernel (the
+// gemm.Context's).
+func compile(f *resnet.Folded, h, w int, kernel string) (*network, error) {
+	in := f.Arch.InChannels
+	n := &network{
+		classes: f.FC.Out, features: f.FC.In, inputSize: in * h * w, fcBias: f.FC.Bias,
+		input: conv.Layout{H: h, W: w, C: in, Pitch: in, Pad: f.Stem.Pad},
 	}
-	n.poolH, n.poolW = resnet.PoolSize(n.stem.outH), resnet.PoolSize(n.stem.outW)
-	n.grow(n.stem)
-	ch, hh, ww := f.Stem.Out, n.poolH, n.poolW
+	var err error
+	if n.stem, err = newLayer(&f.Stem, n.input, true, kernel); err != nil {
+		return nil, fmt.Errorf("cpu: stem: %w", err)
+	}
+	n.stemSize = n.stem.Out().ImagePitch()
+	if n.pool, err = conv.NewMaxPool(n.stem.Out(), actPad); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	cur := n.pool.Out()
+	n.actSize = cur.ImagePitch()
 	for i := range f.Blocks {
 		b := &f.Blocks[i]
-		if b.Conv1.In != ch {
-			return nil, fmt.Errorf("cpu: block %d expects %d channels, gets %d", i, b.Conv1.In, ch)
+		if b.Conv1.In != cur.C {
+			return nil, fmt.Errorf("cpu: block %d expects %d channels, gets %d", i, b.Conv1.In, cur.C)
 		}
-		var bl blockLayer
-		if bl.conv1, err = newConv(&b.Conv1, hh, ww, true); err != nil {
-			return nil, err
+		var bl block
+		if bl.conv1, err = newLayer(&b.Conv1, cur, true, kernel); err != nil {
+			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
-		if bl.conv2, err = newConv(&b.Conv2, bl.conv1.outH, bl.conv1.outW, true); err != nil {
-			return nil, err
+		if bl.conv2, err = newLayer(&b.Conv2, bl.conv1.Out(), true, kernel); err != nil {
+			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
+		shortcut := cur
 		if b.Down != nil {
-			d, err := newConv(b.Down, hh, ww, false)
-			if err != nil {
-				return nil, err
+			if bl.down, err = newLayer(b.Down, cur, false, kernel); err != nil {
+				return nil, fmt.Errorf("cpu: block %d shortcut: %w", i, err)
 			}
-			bl.down = &d
-			n.grow(d)
+			shortcut = bl.down.Out()
 		}
-		n.grow(bl.conv1)
-		n.grow(bl.conv2)
+		if shortcut != bl.conv2.Out() {
+			return nil, fmt.Errorf("cpu: block %d: shortcut %+v does not match the output %+v", i, shortcut, bl.conv2.Out())
+		}
+		cur = bl.conv2.Out()
+		n.actSize = max(n.actSize, bl.conv1.Out().ImagePitch(), cur.ImagePitch())
 		n.blocks = append(n.blocks, bl)
-		ch, hh, ww = b.Conv2.Out, bl.conv2.outH, bl.conv2.outW
 	}
-	if ch != n.features {
-		return nil, fmt.Errorf("cpu: classifier expects %d features, gets %d", n.features, ch)
+	if cur.C != n.features {
+		return nil, fmt.Errorf("cpu: classifier expects %d features, gets %d", n.features, cur.C)
 	}
-	n.fcT = make([]float32, n.features*n.classes)
-	for o := 0; o < n.classes; o++ {
-		for k := 0; k < n.features; k++ {
-			n.fcT[k*n.classes+o] = f.FC.Weight[o*n.features+k]
-		}
+	if n.fc, err = gemm.NewPackedA(n.classes, n.features, f.FC.Weight, n.features, kernel); err != nil {
+		return nil, fmt.Errorf("cpu: classifier: %w", err)
 	}
 	return n, nil
 }
 
-func (n *network) grow(l convLayer) {
-	n.maxAct = max(n.maxAct, l.outSize(), l.inSize())
+// newLayer packs the folded convolution c reading layout in.
+func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, kernel string) (*conv.Layer, error) {
+	if c.In != in.C {
+		return nil, fmt.Errorf("convolution of %d channels reads %d", c.In, in.C)
+	}
+	return conv.NewLayer(conv.Spec{
+		In: in, Out: c.Out, K: c.K, Stride: c.Stride, Pad: c.Pad,
+		Weight: c.Weight, Bias: c.Bias, ReLU: relu, OutPad: actPad, Kernel: kernel,
+	})
 }
 
-// scratch is one worker's memory for one image in flight.
+// scratch is one worker's memory for up to maxImages images in flight.
 type scratch struct {
-	a, b, t, s []float32
-	feat       []float32
-	// pool holds the arguments of the parallel max-pool, and poolFn is the
-	// function the threads run; both are made once so that a forward pass
-	// does not allocate.
-	pool struct {
-		in, out      []float32
-		h, w, oh, ow int
-	}
-	poolFn func(lo, hi int)
+	run        *conv.Runner
+	imgs       [][]float32 // the pass's images, NCHW
+	x          []float32   // the stem's input
+	a, b, t, s []float32   // activations
+	feat       []float32   // features x images
+	logits     []float32   // classes x images
 }
 
-func (n *network) newScratch() *scratch {
-	s := &scratch{
-		a: make([]float32, n.maxAct), b: make([]float32, n.maxAct),
-		t: make([]float32, n.maxAct), s: make([]float32, n.maxAct),
-		feat: make([]float32, n.features),
+func (n *network) newScratch(p *pool, images int) *scratch {
+	return &scratch{
+		run:  conv.NewRunner(p.ctx),
+		imgs: make([][]float32, 0, images),
+		x:    make([]float32, n.input.Size(images)),
+		a:    make([]float32, images*max(n.stemSize, n.actSize)),
+		b:    make([]float32, images*n.actSize),
+		t:    make([]float32, images*n.actSize),
+		s:    make([]float32, images*n.actSize),
+		feat: make([]float32, images*n.features), logits: make([]float32, images*n.classes),
 	}
-	s.poolFn = func(lo, hi int) {
-		a := &s.pool
-		maxPool3x3s2(a.in, a.out, lo, hi, a.h, a.w, a.oh, a.ow)
-	}
-	return s
 }
 
-// forward computes the logits of one image x (CHW) into out. It holds p for
-// the whole pass, so concurrent workers take turns image by image.
-func (n *network) forward(p *pool, s *scratch, x, out []float32) error {
+// forward computes the logits of s.imgs (each one image, CHW) into out
+// (images x classes). It holds p for the whole pass, so concurrent workers
+// take turns batch by batch, each using every thread.
+func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ctx := p.ctx
-	if err := n.stem.run(ctx, x, s.a, nil); err != nil {
+	imgs := len(s.imgs)
+	r := s.run
+	if err := r.Input(n.input, s.imgs, s.x); err != nil {
+		return fmt.Errorf("cpu: input: %w", err)
+	}
+	if err := r.Run(n.stem, imgs, s.x, s.a, nil); err != nil {
 		return fmt.Errorf("cpu: stem: %w", err)
 	}
-	a := &s.pool
-	a.in, a.out = s.a, s.b
-	a.h, a.w, a.oh, a.ow = n.stem.outH, n.stem.outW, n.poolH, n.poolW
-	err := ctx.Parallel(n.stem.out, 1, s.poolFn)
-	a.in, a.out = nil, nil
-	if err != nil {
+	if err := r.Pool(n.pool, imgs, s.a, s.b); err != nil {
 		return fmt.Errorf("cpu: max-pool: %w", err)
 	}
 	cur, free := s.b, s.a
 	for i := range n.blocks {
 		bl := &n.blocks[i]
-		if err := bl.conv1.run(ctx, cur, s.t, nil); err != nil {
+		if err := r.Run(bl.conv1, imgs, cur, s.t, nil); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		res := cur
 		if bl.down != nil {
-			if err := bl.down.run(ctx, cur, s.s, nil); err != nil {
+			if err := r.Run(bl.down, imgs, cur, s.s, nil); err != nil {
 				return fmt.Errorf("cpu: block %d shortcut: %w", i, err)
 			}
 			res = s.s
 		}
-		if err := bl.conv2.run(ctx, s.t, free, res); err != nil {
+		if err := r.Run(bl.conv2, imgs, s.t, free, res); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		cur, free = free, cur
 	}
-	last := n.blocks[len(n.blocks)-1].conv2
-	meanPool(cur, s.feat, last.outH*last.outW)
-	// logits (1 x classes) = feat (1 x features) · fcT + bias
-	err = ctx.Gemm(1, n.classes, n.features, s.feat, n.features, n.fcT, n.classes, out[:n.classes], n.classes,
-		gemm.Epilogue{Residual: n.fcBias})
-	if err != nil {
+	last := n.blocks[len(n.blocks)-1].conv2.Out()
+	feat := s.feat[:n.features*imgs]
+	meanPool(cur, last, imgs, feat)
+	// logits (classes x images) = fc (classes x features) · feat + bias
+	logits := s.logits[:n.classes*imgs]
+	if err := p.ctx.GemmPacked(n.fc, imgs, feat, imgs, logits, imgs, gemm.Epilogue{Bias: n.fcBias}); err != nil {
 		return fmt.Errorf("cpu: classifier: %w", err)
 	}
+	for i := 0; i < imgs; i++ {
+		o := out[i*n.classes : (i+1)*n.classes]
+		for c := range o {
+			o[c] = logits[c*imgs+i]
+		}
+	}
 	return nil
+}
+
+// meanPool writes the mean over the pixels of each channel of each of n
+// images in layout l to feat (channels x images).
+func meanPool(act []float32, l conv.Layout, n int, feat []float32) {
+	clear(feat)
+	scale := 1 / float32(l.H*l.W)
+	for i := 0; i < n; i++ {
+		for y := 0; y < l.H; y++ {
+			for x := 0; x < l.W; x++ {
+				px := act[l.Offset(i, y, x):][:l.C]
+				for c, v := range px {
+					feat[c*n+i] += v
+				}
+			}
+		}
+		for c := 0; c < l.C; c++ {
+			feat[c*n+i] *= scale
+		}
+	}
 }

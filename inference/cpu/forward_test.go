@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,10 +61,16 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic"},
 		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, ""},
 		{"resnet18", resnet.ResNet18(), 2, 40, 44, ""},
+		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2"},
+		// More images than one forward pass takes: passes of maxImages and the rest.
+		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.kernel != "" {
+				if !slices.Contains(gemm.Kernels(), tc.kernel) {
+					t.Skipf("no %s kernel on this CPU", tc.kernel)
+				}
 				t.Setenv(gemm.KernelEnv, tc.kernel)
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
@@ -165,13 +173,17 @@ func TestConcurrentWorkers(t *testing.T) {
 }
 
 // BenchmarkForward measures ResNet-18 at 250x250, the anchor's input, one
-// batch at a time through a worker.
+// batch at a time through a worker, on GOMAXPROCS threads (set it with the
+// GOMAXPROCS environment variable). The names,
+// backend=cpu/threads=N/batch=B, are those scripts/pytorch_cpu_bench.py gives
+// PyTorch's and onnxruntime's forward pass, so benchstat -col /backend puts
+// them side by side.
 func BenchmarkForward(b *testing.B) {
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
 	const h, w = 250, 250
 	for _, batch := range []int{1, 8} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("backend=cpu/threads=%d/batch=%d", runtime.GOMAXPROCS(0), batch), func(b *testing.B) {
 			rssReset := resetPeakRSS() // peak-rss-MB is this sub-benchmark's, not the process's
 			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: batch, Height: h, Width: w})
 			require.NoError(b, err)
@@ -192,36 +204,6 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(sec*1e3/float64(b.N), "ms/batch")
 			if mb, ok := peakRSS(); ok && rssReset {
 				b.ReportMetric(mb, "peak-rss-MB")
-			}
-		})
-	}
-}
-
-func TestMaxPool(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 9))
-	for _, size := range [][2]int{{1, 1}, {2, 3}, {5, 4}, {7, 7}, {8, 9}, {125, 125}, {33, 64}} {
-		h, w := size[0], size[1]
-		t.Run(fmt.Sprintf("h=%d/w=%d", h, w), func(t *testing.T) {
-			c := 3
-			in := make([]float32, c*h*w)
-			for i := range in {
-				in[i] = float32(rng.NormFloat64())
-			}
-			oh, ow := resnet.PoolSize(h), resnet.PoolSize(w)
-			got := make([]float32, c*oh*ow)
-			maxPool3x3s2(in, got, 0, c, h, w, oh, ow)
-			for ch := 0; ch < c; ch++ {
-				for oy := 0; oy < oh; oy++ {
-					for ox := 0; ox < ow; ox++ {
-						want := float32(math.Inf(-1))
-						for y := max(2*oy-1, 0); y <= min(2*oy+1, h-1); y++ {
-							for x := max(2*ox-1, 0); x <= min(2*ox+1, w-1); x++ {
-								want = max(want, in[(ch*h+y)*w+x])
-							}
-						}
-						require.Equal(t, want, got[(ch*oh+oy)*ow+ox], "channel %d, (%d, %d)", ch, oy, ox)
-					}
-				}
 			}
 		})
 	}
