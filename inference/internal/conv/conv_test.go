@@ -289,3 +289,33 @@ func TestRunAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs, "allocations per Run")
 }
+
+func TestSplit(t *testing.T) {
+	cases := []struct {
+		name       string
+		in         Layout
+		out, k     int
+		n, threads int
+		maxBlocks  int // reads of each group's weights
+		minTasks   int
+	}{
+		// Deep layer, one image: 8 groups of 1.2 MB of weights; reading
+		// them twice costs more than leaving 8 threads idle.
+		{"stage4-batch1", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 1, 16, 1, 8},
+		// One group, whose weights every thread keeps: enough tasks for
+		// every thread, and more to even out their speeds.
+		{"stage1-batch8", Layout{H: 63, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 8, 16, 504, 32},
+		// Two threads, eight groups: a group's weights read at most twice.
+		{"stage4-batch8-2threads", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 8, 2, 2, 8},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: 1, Pad: 1, Weight: make([]float32, tc.out*tc.in.C*tc.k*tc.k)})
+			require.NoError(t, err)
+			blocks := l.split(tc.n, tc.threads)
+			assert.LessOrEqual(t, blocks, tc.maxBlocks, "blocks")
+			assert.GreaterOrEqual(t, blocks*len(l.groups), tc.minTasks, "tasks")
+			assert.LessOrEqual(t, blocks*len(l.groups), max(len(l.groups), maxSlack*tc.threads), "tasks")
+		})
+	}
+}

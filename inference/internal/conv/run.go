@@ -13,10 +13,6 @@ type Threads interface {
 	Parallel(n, grain int, fn func(lo, hi int)) error
 }
 
-// tasksPerThread is how many tasks a layer is cut into for each thread, so
-// that threads that finish early take work from the slow ones.
-const tasksPerThread = 4
-
 // op is the kind of operation a Runner has in progress.
 type op int
 
@@ -41,6 +37,7 @@ type Runner struct {
 	in, out, res []float32
 	n            int // images
 	rows         int // output rows per task (opConv)
+	blocks       int // tasks per channel group (opConv)
 }
 
 // NewRunner returns a Runner that runs layers on t.
@@ -65,11 +62,11 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 		return fmt.Errorf("conv: residual has %d values, want %d", len(res), l.out.Size(n))
 	}
 	rows := n * l.out.H
-	target := tasksPerThread * r.threads.Threads()
-	r.rows = max(1, min(rows, rows*len(l.groups)/target))
-	tasks := (rows + r.rows - 1) / r.rows * len(l.groups)
+	blocks := l.split(n, r.threads.Threads())
+	r.rows = (rows + blocks - 1) / blocks
+	r.blocks = (rows + r.rows - 1) / r.rows
 	r.op, r.l, r.n, r.in, r.out, r.res = opConv, l, n, in, out, res
-	return r.run(tasks)
+	return r.run(r.blocks * len(l.groups))
 }
 
 // Pool computes p for n images: in holds them in p.In(), out receives them
@@ -123,12 +120,13 @@ func (r *Runner) tasks(lo, hi int) {
 	}
 }
 
-// convTask computes output rows [rb*rows, (rb+1)*rows) of the batch for
-// group t mod groups, where rb is t / groups.
+// convTask computes output rows [b*rows, (b+1)*rows) of the batch for
+// group t / blocks, where b is t mod blocks: consecutive tasks share a
+// group, and so its weights.
 func (r *Runner) convTask(t int) {
 	l := r.l
-	gr := l.groups[t%len(l.groups)]
-	row0 := t / len(l.groups) * r.rows
+	gr := l.groups[t/r.blocks]
+	row0 := t % r.blocks * r.rows
 	row1 := min(row0+r.rows, r.n*l.out.H)
 	in, out := l.in, l.out
 	v := gr.units * unit

@@ -1,0 +1,53 @@
+package conv
+
+// How Run cuts a layer into tasks. A task is a block of consecutive output
+// rows (over the images of the batch) for one channel group; a thread that
+// takes it reads the group's weights once and keeps them in its cache for
+// every row of the block. Few blocks per group mean few reads of the
+// weights, which dominate the deep layers (9.4 MB in ResNet-18's last
+// stage against 0.2 MB of input an image); many blocks mean enough tasks
+// to keep every thread busy. split picks the number of blocks that
+// minimises a two-term cost: the compute of the busiest thread, and the
+// bytes of weights all threads read, at a bandwidth they share.
+//
+// The constants were fitted to BenchmarkLayer on the GPU machine's host
+// (Intel Xeon, 16 threads): about 100 GFLOP/s per thread, and its 3x3
+// stage-4 layer at batch 1 took 1.9 ms with one-row tasks, which read 75 MB
+// of weights: about 40 GB/s.
+const (
+	macRate   = 50e9 // multiply-adds per second of one thread
+	sharedBW  = 40e9 // bytes per second at which the threads together read weights
+	maxSlack  = 8    // at most this many tasks per thread
+	tieMargin = 1.02 // costs within 2 % count as equal; the one with more tasks wins
+)
+
+// split returns the row blocks per channel group for n images on t threads.
+func (l *Layer) split(n, t int) int {
+	rows := n * l.out.H
+	ng := len(l.groups)
+	in := l.in
+	wBytes := float64(4 * len(l.w))
+	macsRow := float64(l.out.W*l.out.Pitch*l.k*l.k*in.Pitch) / float64(ng) // per row of one group
+	best, bestCost := 1, -1.0
+	for b := 1; b <= rows; b = max(b+1, b*3/2) {
+		rt := (rows + b - 1) / b
+		blocks := (rows + rt - 1) / rt
+		tasks := ng * blocks
+		if b > 1 && tasks > maxSlack*t {
+			break
+		}
+		rounds := (tasks + t - 1) / t
+		bytes := float64(tasks) * wBytes / float64(ng) // each task reads its group's weights
+		if ng == 1 {
+			bytes = float64(min(t, tasks)) * wBytes // every task shares them: a read per thread
+		}
+		cost := float64(rounds*rt)*macsRow/macRate + bytes/sharedBW
+		if bestCost < 0 || cost <= bestCost*tieMargin {
+			best = blocks
+			if bestCost < 0 || cost < bestCost {
+				bestCost = cost
+			}
+		}
+	}
+	return best
+}
