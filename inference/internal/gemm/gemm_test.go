@@ -431,3 +431,18 @@ func TestParallel(t *testing.T) {
 	require.NoError(t, ctx.Gemm(1, 1, 1, []float32{2}, 1, []float32{3}, 1, c, 1, Epilogue{}))
 	assert.Equal(t, float32(6), c[0])
 }
+
+// BenchmarkParallel measures what handing a job to the threads and waiting
+// for them costs: one empty task per thread.
+func BenchmarkParallel(b *testing.B) {
+	ctx, err := New(Config{})
+	require.NoError(b, err)
+	defer ctx.Close()
+	n := ctx.Threads()
+	fn := func(lo, hi int) {}
+	for b.Loop() {
+		if err := ctx.Parallel(n, 1, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
