@@ -36,7 +36,6 @@ type buffers struct {
 	a    []float32 // mcMax x kcMax
 	b    []float32 // kcMax x ncMax
 	tile []float32 // MR x NR, for edge tiles
-	segs []segment // column runs of a convolution's B block
 }
 
 func newBuffers(k microKernel) *buffers {
@@ -44,7 +43,6 @@ func newBuffers(k microKernel) *buffers {
 		a:    make([]float32, mcMax*kcMax),
 		b:    make([]float32, kcMax*ncMax),
 		tile: make([]float32, k.mr*k.nr),
-		segs: make([]segment, 0, 2*ncMax),
 	}
 }
 
@@ -67,8 +65,7 @@ type job struct {
 	tasks  int
 	next   atomic.Int64
 
-	mat  matrixB
-	conv convB
+	mat matrixB
 
 	fn     func(lo, hi int) // Parallel's function; nil for a product
 	fnN    int              // Parallel's range
@@ -130,7 +127,7 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 	err := c.dispatch()
 	// Drop references to the caller's data.
 	j.a, j.b, j.c, j.ep = nil, nil, nil, Epilogue{}
-	j.mat, j.conv = matrixB{}, convB{}
+	j.mat = matrixB{}
 	return err
 }
 

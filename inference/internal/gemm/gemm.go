@@ -10,13 +10,12 @@
 //  2. each thread takes tasks in turn; for a task it walks C's columns in
 //     blocks of at most NC and the k dimension in blocks of at most KC;
 //  3. for each (KC x NC) block it packs B into column panels NR values wide,
-//     zero-padded (for a convolution, B is the implicit im2col matrix and the
-//     packing reads the input tensor directly, so no im2col buffer exists);
+//     zero-padded;
 //  4. for each MC rows of the task it packs A into row panels MR values tall;
 //  5. the micro-kernel multiplies one MR-row panel of A by one NR-column panel
 //     of B in registers and writes the MR x NR tile of C; after the last k
-//     block it also applies the epilogue (per-row bias, residual, ReLU), so a
-//     convolution layer needs no further pass over its output.
+//     block it also applies the epilogue (per-row bias, residual, ReLU), so
+//     the output needs no further pass.
 //
 // Packing buffers belong to the threads and are reused, so a Context does not
 // allocate in steady state.
@@ -157,48 +156,6 @@ func (c *Context) Gemm(m, n, k int, a []float32, lda int, b []float32, ldb int, 
 	return c.run(m, n, k, a, lda, src, out, ldc, ep)
 }
 
-// ConvShape is the geometry of a convolution over a tensor in CNHW order
-// (channel, image, row, column), the order that makes a convolution's output
-// a single matrix product for the whole batch.
-type ConvShape struct {
-	C, N, H, W  int // input channels, images, height and width
-	K           int // kernel height and width
-	Stride, Pad int
-}
-
-// OutH is the output height.
-func (s ConvShape) OutH() int { return (s.H+2*s.Pad-s.K)/s.Stride + 1 }
-
-// OutW is the output width.
-func (s ConvShape) OutW() int { return (s.W+2*s.Pad-s.K)/s.Stride + 1 }
-
-// Conv computes y = ep(w ⊛ x): x is s.C x s.N x s.H x s.W (CNHW), w is out x
-// s.C x s.K x s.K (OIHW, PyTorch's layout), y is out x s.N x OutH x OutW
-// (CNHW) and ep's Residual, if any, has y's layout. It is the product of w as
-// an out x (C*K*K) matrix and the implicit im2col matrix of x, which is never
-// stored.
-func (c *Context) Conv(out int, w []float32, x []float32, s ConvShape, y []float32, ep Epilogue) error {
-	if err := checkMatrix("weights", out, s.C*s.K*s.K, w, s.C*s.K*s.K); err != nil {
-		return err
-	}
-	return c.conv(out, w, x, s, y, ep)
-}
-
-// conv is Conv with w nil when the job holds packed weights.
-func (c *Context) conv(out int, w []float32, x []float32, s ConvShape, y []float32, ep Epilogue) error {
-	if s.C < 1 || s.N < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutH() < 1 || s.OutW() < 1 {
-		return fmt.Errorf("gemm: bad convolution shape %+v", s)
-	}
-	if len(x) < s.C*s.N*s.H*s.W {
-		return fmt.Errorf("gemm: convolution input has %d values, want %d", len(x), s.C*s.N*s.H*s.W)
-	}
-	k := s.C * s.K * s.K
-	src := &c.job.conv
-	*src = newConvB(x, s)
-	n := s.N * s.OutH() * s.OutW()
-	return c.run(out, n, k, w, k, src, y, n, ep)
-}
-
 func checkMatrix(name string, rows, cols int, v []float32, ld int) error {
 	if rows < 0 || cols < 0 {
 		return fmt.Errorf("gemm: %s is %d x %d", name, rows, cols)
@@ -213,24 +170,4 @@ func checkMatrix(name string, rows, cols int, v []float32, ld int) error {
 		return fmt.Errorf("gemm: %s has %d values, want at least %d for %d x %d with stride %d", name, len(v), need, rows, cols, ld)
 	}
 	return nil
-}
-
-var serial = sync.Pool{New: func() any {
-	c, err := New(Config{Threads: 1})
-	if err != nil {
-		panic(err)
-	}
-	return c
-}}
-
-// Sgemm computes C = A·B for row-major A (m x k, row stride lda), B (k x n, row
-// stride ldb) and C (m x n, row stride ldc), overwriting C, on the calling
-// goroutine. It is safe for concurrent use on disjoint C. It panics when a
-// matrix is too short for its shape.
-func Sgemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	ctx := serial.Get().(*Context)
-	defer serial.Put(ctx)
-	if err := ctx.Gemm(m, n, k, a, lda, b, ldb, c, ldc, Epilogue{}); err != nil {
-		panic(err)
-	}
 }

@@ -145,96 +145,6 @@ func assertClose(t *testing.T, got, want []float32, tol float64) {
 	assert.Zero(t, bad, "values outside tolerance")
 }
 
-// naiveConv is the reference convolution over CNHW tensors, in float64.
-func naiveConv(out int, w, x []float32, s ConvShape, ep Epilogue) []float32 {
-	oh, ow := s.OutH(), s.OutW()
-	y := make([]float32, out*s.N*oh*ow)
-	for o := 0; o < out; o++ {
-		for n := 0; n < s.N; n++ {
-			for oy := 0; oy < oh; oy++ {
-				for ox := 0; ox < ow; ox++ {
-					var sum float64
-					for c := 0; c < s.C; c++ {
-						for ky := 0; ky < s.K; ky++ {
-							iy := oy*s.Stride - s.Pad + ky
-							if iy < 0 || iy >= s.H {
-								continue
-							}
-							for kx := 0; kx < s.K; kx++ {
-								ix := ox*s.Stride - s.Pad + kx
-								if ix < 0 || ix >= s.W {
-									continue
-								}
-								sum += float64(w[((o*s.C+c)*s.K+ky)*s.K+kx]) * float64(x[((c*s.N+n)*s.H+iy)*s.W+ix])
-							}
-						}
-					}
-					i := ((o*s.N+n)*oh+oy)*ow + ox
-					if ep.Bias != nil {
-						sum += float64(ep.Bias[o])
-					}
-					if ep.Residual != nil {
-						sum += float64(ep.Residual[i])
-					}
-					if ep.ReLU && sum < 0 {
-						sum = 0
-					}
-					y[i] = float32(sum)
-				}
-			}
-		}
-	}
-	return y
-}
-
-func TestConv(t *testing.T) {
-	cases := []struct {
-		name string
-		out  int
-		s    ConvShape
-	}{
-		{"3x3", 8, ConvShape{C: 3, N: 1, H: 9, W: 11, K: 3, Stride: 1, Pad: 1}},
-		{"3x3-batch", 16, ConvShape{C: 5, N: 3, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
-		{"3x3-stride2", 12, ConvShape{C: 4, N: 2, H: 13, W: 10, K: 3, Stride: 2, Pad: 1}},
-		{"1x1-stride2", 20, ConvShape{C: 16, N: 2, H: 15, W: 15, K: 1, Stride: 2, Pad: 0}},
-		{"1x1", 7, ConvShape{C: 9, N: 1, H: 20, W: 3, K: 1, Stride: 1, Pad: 0}},
-		{"stem", 64, ConvShape{C: 3, N: 2, H: 37, W: 41, K: 7, Stride: 2, Pad: 3}},
-		{"stride3-nopad", 6, ConvShape{C: 2, N: 2, H: 17, W: 19, K: 5, Stride: 3, Pad: 0}},
-		{"wide-rows", 64, ConvShape{C: 64, N: 1, H: 9, W: 63, K: 3, Stride: 1, Pad: 1}},
-		{"deep", 32, ConvShape{C: 128, N: 2, H: 6, W: 6, K: 3, Stride: 1, Pad: 1}},
-		{"kernel-wider-than-input", 9, ConvShape{C: 2, N: 3, H: 3, W: 2, K: 5, Stride: 1, Pad: 2}},
-		{"big-pad-stride2", 9, ConvShape{C: 2, N: 2, H: 4, W: 5, K: 7, Stride: 2, Pad: 3}},
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, ctx := range contexts(t) {
-		for _, tc := range cases {
-			for _, fused := range []bool{false, true} {
-				name := fmt.Sprintf("kernel=%s/threads=%d/%s/fused=%v", ctx.Kernel(), ctx.Threads(), tc.name, fused)
-				t.Run(name, func(t *testing.T) {
-					s := tc.s
-					k := s.C * s.K * s.K
-					w := randSlice(rng, tc.out*k)
-					x := randSlice(rng, s.C*s.N*s.H*s.W)
-					size := tc.out * s.N * s.OutH() * s.OutW()
-					var ep Epilogue
-					if fused {
-						ep = Epilogue{Bias: randSlice(rng, tc.out), Residual: randSlice(rng, size), ReLU: true}
-					}
-					got := randSlice(rng, size)
-					require.NoError(t, ctx.Conv(tc.out, w, x, s, got, ep))
-					want := naiveConv(tc.out, w, x, s, ep)
-					assertClose(t, got, want, tolerance(k))
-					pw, err := NewPackedA(tc.out, k, w, k, ctx.Kernel())
-					require.NoError(t, err)
-					clear(got)
-					require.NoError(t, ctx.ConvPacked(pw, x, s, got, ep))
-					assertClose(t, got, want, tolerance(k))
-				})
-			}
-		}
-	}
-}
-
 func TestErrors(t *testing.T) {
 	ctx, err := New(Config{Threads: 2})
 	require.NoError(t, err)
@@ -252,14 +162,6 @@ func TestErrors(t *testing.T) {
 		{"short residual", func() error {
 			return ctx.Gemm(5, 5, 5, buf, 5, buf, 5, make([]float32, 25), 5, Epilogue{Residual: buf[:24]})
 		}},
-		{"bad conv", func() error {
-			return ctx.Conv(2, buf, buf, ConvShape{C: 1, N: 1, H: 2, W: 2, K: 3, Stride: 1}, buf, Epilogue{})
-		}},
-		{"packed conv shape", func() error {
-			pw, err := NewPackedA(2, 4, buf, 4)
-			require.NoError(t, err)
-			return ctx.ConvPacked(pw, buf, ConvShape{C: 1, N: 1, H: 2, W: 2, K: 3, Stride: 1, Pad: 1}, buf, Epilogue{})
-		}},
 		{"packed B short", func() error {
 			pa, err := NewPackedA(2, 4, buf, 4)
 			require.NoError(t, err)
@@ -267,9 +169,6 @@ func TestErrors(t *testing.T) {
 		}},
 		{"packed unknown kernel", func() error { _, err := NewPackedA(2, 4, buf, 4, "nope"); return err }},
 		{"packed empty", func() error { _, err := NewPackedA(0, 4, buf, 4); return err }},
-		{"short conv input", func() error {
-			return ctx.Conv(2, buf, buf[:3], ConvShape{C: 1, N: 1, H: 2, W: 2, K: 1, Stride: 1}, buf, Epilogue{})
-		}},
 	}
 	if ctx.Kernel() != generic.name && ctx.kern.mr != generic.mr {
 		cases = append(cases, struct {
@@ -305,30 +204,25 @@ func TestKernelEnv(t *testing.T) {
 	assert.Equal(t, "generic", ctx.Kernel())
 }
 
-func TestSgemm(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	m, n, k := 9, 33, 70
-	a, b := randSlice(rng, m*k), randSlice(rng, k*n)
-	got, want := make([]float32, m*n), make([]float32, m*n)
-	Sgemm(m, n, k, a, k, b, n, got, n)
-	naive(m, n, k, a, k, b, n, want, n, Epilogue{})
-	assertClose(t, got, want, tolerance(k))
-}
-
 func TestAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	ctx, err := New(Config{Threads: 2})
 	require.NoError(t, err)
 	defer ctx.Close()
-	s := ConvShape{C: 16, N: 2, H: 20, W: 20, K: 3, Stride: 1, Pad: 1}
-	w, x := randSlice(rng, 32*16*9), randSlice(rng, 16*2*400)
-	y, bias := make([]float32, 32*2*400), randSlice(rng, 32)
+	m, n, k := 64, 300, 200
+	a, b := randSlice(rng, m*k), randSlice(rng, k*n)
+	c, bias := make([]float32, m*n), randSlice(rng, m)
+	pa, err := NewPackedA(m, k, a, k, ctx.Kernel())
+	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(20, func() {
-		if err := ctx.Conv(32, w, x, s, y, Epilogue{Bias: bias, ReLU: true}); err != nil {
+		if err := ctx.Gemm(m, n, k, a, k, b, n, c, n, Epilogue{Bias: bias, ReLU: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.GemmPacked(pa, n, b, n, c, n, Epilogue{Bias: bias}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	assert.Zero(t, allocs, "allocations per Conv")
+	assert.Zero(t, allocs, "allocations per Gemm and GemmPacked")
 }
 
 func BenchmarkGemm(b *testing.B) {
@@ -364,41 +258,6 @@ func BenchmarkGemm(b *testing.B) {
 				})
 			}
 		}
-	}
-}
-
-func BenchmarkConv(b *testing.B) {
-	cases := []struct {
-		name string
-		out  int
-		s    ConvShape
-	}{
-		{"stem", 64, ConvShape{C: 3, N: 1, H: 250, W: 250, K: 7, Stride: 2, Pad: 3}},
-		{"stage1", 64, ConvShape{C: 64, N: 1, H: 63, W: 63, K: 3, Stride: 1, Pad: 1}},
-		{"stage2", 128, ConvShape{C: 128, N: 1, H: 32, W: 32, K: 3, Stride: 1, Pad: 1}},
-		{"stage3", 256, ConvShape{C: 256, N: 1, H: 16, W: 16, K: 3, Stride: 1, Pad: 1}},
-		{"stage4", 512, ConvShape{C: 512, N: 1, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
-		{"stage4-batch8", 512, ConvShape{C: 512, N: 8, H: 8, W: 8, K: 3, Stride: 1, Pad: 1}},
-	}
-	for _, tc := range cases {
-		b.Run("layer="+tc.name, func(b *testing.B) {
-			ctx, err := New(Config{})
-			require.NoError(b, err)
-			defer ctx.Close()
-			s := tc.s
-			rng := rand.New(rand.NewPCG(1, 1))
-			k := s.C * s.K * s.K
-			w, x := randSlice(rng, tc.out*k), randSlice(rng, s.C*s.N*s.H*s.W)
-			n := s.N * s.OutH() * s.OutW()
-			y, bias := make([]float32, tc.out*n), randSlice(rng, tc.out)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := ctx.Conv(tc.out, w, x, s, y, Epilogue{Bias: bias, ReLU: true}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(2*float64(tc.out*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
 	}
 }
 

@@ -96,18 +96,3 @@ func (c *Context) GemmPacked(a *PackedA, n int, b []float32, ldb int, out []floa
 	defer func() { c.job.pa = nil }()
 	return c.run(a.m, n, a.k, nil, 0, src, out, ldc, ep)
 }
-
-// ConvPacked is Conv with the weights packed in advance: w is out x
-// (s.C*s.K*s.K).
-func (c *Context) ConvPacked(w *PackedA, x []float32, s ConvShape, y []float32, ep Epilogue) error {
-	if w.k != s.C*s.K*s.K {
-		return fmt.Errorf("gemm: packed weights have %d columns, want %d for %+v", w.k, s.C*s.K*s.K, s)
-	}
-	pk := w.find(c.kern.mr)
-	if pk == nil {
-		return fmt.Errorf("gemm: weights were packed for another kernel than %s", c.kern.name)
-	}
-	c.job.pa = pk.data
-	defer func() { c.job.pa = nil }()
-	return c.conv(w.m, nil, x, s, y, ep)
-}
