@@ -307,6 +307,10 @@ func TestSplit(t *testing.T) {
 		{"stage1-batch8", Layout{H: 63, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 8, 16, 504, 32},
 		// Two threads, eight groups: a group's weights read at most twice.
 		{"stage4-batch8-2threads", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 8, 2, 2, 8},
+		// Sixteen threads, eight groups, 64 rows: at least two tasks a
+		// thread, so that one slow thread does not hold the layer up by a
+		// whole group's rows; weights read at most four times.
+		{"stage4-batch8-16threads", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 8, 16, 4, 32},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

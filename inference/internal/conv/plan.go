@@ -6,14 +6,20 @@ package conv
 // every row of the block. Few blocks per group mean few reads of the
 // weights, which dominate the deep layers (9.4 MB in ResNet-18's last
 // stage against 0.2 MB of input an image); many blocks mean enough tasks
-// to keep every thread busy. split picks the number of blocks that
-// minimises a two-term cost: the compute of the busiest thread, and the
-// bytes of weights all threads read, at a bandwidth they share.
+// to keep every thread busy, and small ones, so that a thread that runs
+// slow holds the layer up by little. split picks the number of blocks that
+// minimises a two-term cost: the compute of the busiest thread (threads
+// take tasks as they free up, so it ends at most one task after the
+// average), and the bytes of weights all threads read, at a bandwidth they
+// share.
 //
 // The constants were fitted to BenchmarkLayer on the GPU machine's host
-// (Intel Xeon, 16 threads): about 100 GFLOP/s per thread, and its 3x3
-// stage-4 layer at batch 1 took 1.9 ms with one-row tasks, which read 75 MB
-// of weights: about 40 GB/s.
+// (Intel Xeon, 16 threads; results/nvidia-h100-host): about 100 GFLOP/s
+// per thread, and its 3x3 stage-4 layer at batch 1 took 1.9 ms with
+// one-row tasks, which read 75 MB of weights: about 40 GB/s. With the
+// busiest thread counted as finishing with the others, the same layer at
+// batch 8 got 16 tasks for 16 threads and ran at 520 GFLOP/s, against
+// 634 with 64 tasks; the one-task term picks 32.
 const (
 	macRate   = 50e9 // multiply-adds per second of one thread
 	sharedBW  = 40e9 // bytes per second at which the threads together read weights
@@ -29,21 +35,22 @@ func (l *Layer) split(n, t int) int {
 	wBytes := float64(4 * len(l.w))
 	macsRow := float64(l.out.W*l.out.Pitch*l.k*l.k*in.Pitch) / float64(ng) // per row of one group
 	best, bestCost := 1, -1.0
-	for b := 1; b <= rows; b = max(b+1, b*3/2) {
+	for b := 1; b <= min(rows, max(1, maxSlack*t/ng)); b++ {
 		rt := (rows + b - 1) / b
-		blocks := (rows + rt - 1) / rt
-		tasks := ng * blocks
-		if b > 1 && tasks > maxSlack*t {
-			break
+		if b > 1 && (rows+rt-1)/rt != b {
+			continue // the same tasks as a smaller b
 		}
-		rounds := (tasks + t - 1) / t
+		tasks := ng * b
+		// Threads take tasks as they free up: the busiest ends at most
+		// one task after the average.
+		span := (float64(tasks)/float64(t) + 1) * float64(rt)
 		bytes := float64(tasks) * wBytes / float64(ng) // each task reads its group's weights
 		if ng == 1 {
 			bytes = float64(min(t, tasks)) * wBytes // every task shares them: a read per thread
 		}
-		cost := float64(rounds*rt)*macsRow/macRate + bytes/sharedBW
+		cost := span*macsRow/macRate + bytes/sharedBW
 		if bestCost < 0 || cost <= bestCost*tieMargin {
-			best = blocks
+			best = b
 			if bestCost < 0 || cost < bestCost {
 				bestCost = cost
 			}
