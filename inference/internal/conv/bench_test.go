@@ -52,7 +52,7 @@ func BenchmarkLayer(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					b.ReportMetric(float64(l.FLOPs()*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					b.ReportMetric(float64(l.flops()*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
 		}

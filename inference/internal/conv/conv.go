@@ -49,9 +49,9 @@ func (l Layout) Offset(n, y, x int) int {
 	return n*l.ImagePitch() + (y+l.Pad)*l.RowPitch() + (x+l.Pad)*l.Pitch
 }
 
-// Pitch is the pitch of a tensor of c channels written by a layer: whole
+// pitch is the pitch of a tensor of c channels written by a layer: whole
 // units of 16 values.
-func Pitch(c int) int { return (c + unit - 1) / unit * unit }
+func pitch(c int) int { return (c + unit - 1) / unit * unit }
 
 // Spec describes a convolution layer.
 type Spec struct {
@@ -115,7 +115,7 @@ func NewLayer(s Spec) (*Layer, error) {
 	}
 	l := &Layer{
 		kern: kern, in: in, k: s.K, stride: s.Stride, pad: s.Pad, relu: s.ReLU,
-		out:   Layout{H: oh, W: ow, C: s.Out, Pitch: Pitch(s.Out), Pad: s.OutPad},
+		out:   Layout{H: oh, W: ow, C: s.Out, Pitch: pitch(s.Out), Pad: s.OutPad},
 		chunk: in.Pitch,
 	}
 	if s.ChunkChannels > 0 {
@@ -200,8 +200,8 @@ func (l *Layer) Out() Layout { return l.out }
 // Kernel is the name of the layer's kernel family.
 func (l *Layer) Kernel() string { return l.kern.name }
 
-// FLOPs is the number of floating-point operations of the layer for one
+// flops is the number of floating-point operations of the layer for one
 // image (two per multiply-add of the unpadded convolution).
-func (l *Layer) FLOPs() int {
+func (l *Layer) flops() int {
 	return 2 * l.out.H * l.out.W * l.out.C * l.in.C * l.k * l.k
 }
