@@ -1,7 +1,6 @@
 package conv
 
 import (
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/inferbench/inferbench/inference/internal/gemm"
 )
-
-var chunk = flag.Int("chunk", 0, "BenchmarkLayer: input channels per pass over the output (Spec.ChunkChannels)")
 
 // BenchmarkLayer measures ResNet-18's convolution shapes at 250x250.
 func BenchmarkLayer(b *testing.B) {
@@ -41,8 +38,7 @@ func BenchmarkLayer(b *testing.B) {
 					defer ctx.Close()
 					rng := rand.New(rand.NewPCG(1, 1))
 					l, err := NewLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: 1,
-						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern,
-						ChunkChannels: *chunk})
+						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern})
 					require.NoError(b, err)
 					x, _ := randTensor(rng, batch, tc.in)
 					y := make([]float32, l.Out().Size(batch))

@@ -55,15 +55,14 @@ func pitch(c int) int { return (c + unit - 1) / unit * unit }
 
 // Spec describes a convolution layer.
 type Spec struct {
-	In            Layout    // the input's layout; In.Pad must be at least Pad
-	Out, K        int       // output channels, kernel height and width
-	Stride, Pad   int       // stride and zero padding of the convolution
-	Weight        []float32 // Out x In.C x K x K (OIHW, PyTorch's order)
-	Bias          []float32 // Out values, or nil
-	ReLU          bool      // clamp the output at zero
-	OutPad        int       // zero rows and columns around each output image
-	Kernel        string    // kernel family (see Kernels); "" picks the fastest
-	ChunkChannels int       // input channels per pass over the output; 0 means all
+	In          Layout    // the input's layout; In.Pad must be at least Pad
+	Out, K      int       // output channels, kernel height and width
+	Stride, Pad int       // stride and zero padding of the convolution
+	Weight      []float32 // Out x In.C x K x K (OIHW, PyTorch's order)
+	Bias        []float32 // Out values, or nil
+	ReLU        bool      // clamp the output at zero
+	OutPad      int       // zero rows and columns around each output image
+	Kernel      string    // kernel family (see Kernels); "" picks the fastest
 }
 
 // Layer is a packed convolution layer. It is read-only after NewLayer and
@@ -76,7 +75,6 @@ type Layer struct {
 	stride int
 	pad    int
 	relu   bool
-	chunk  int       // input channels per reduction chunk
 	groups []group   // output channel groups
 	w      []float32 // packed weights
 	bias   []float32 // out.Pitch values
@@ -95,9 +93,9 @@ func NewLayer(s Spec) (*Layer, error) {
 	switch {
 	case in.H < 1 || in.W < 1 || in.C < 1 || in.Pitch < in.C || in.Pad < 0:
 		return nil, fmt.Errorf("conv: bad input layout %+v", in)
-	case s.Out < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutPad < 0 || s.ChunkChannels < 0:
-		return nil, fmt.Errorf("conv: bad layer %d outputs, kernel %d, stride %d, padding %d, output padding %d, chunk %d",
-			s.Out, s.K, s.Stride, s.Pad, s.OutPad, s.ChunkChannels)
+	case s.Out < 1 || s.K < 1 || s.Stride < 1 || s.Pad < 0 || s.OutPad < 0:
+		return nil, fmt.Errorf("conv: bad layer %d outputs, kernel %d, stride %d, padding %d, output padding %d",
+			s.Out, s.K, s.Stride, s.Pad, s.OutPad)
 	case in.Pad < s.Pad:
 		return nil, fmt.Errorf("conv: input padding %d is less than the layer's %d", in.Pad, s.Pad)
 	case len(s.Weight) != s.Out*in.C*s.K*s.K:
@@ -115,11 +113,7 @@ func NewLayer(s Spec) (*Layer, error) {
 	}
 	l := &Layer{
 		kern: kern, in: in, k: s.K, stride: s.Stride, pad: s.Pad, relu: s.ReLU,
-		out:   Layout{H: oh, W: ow, C: s.Out, Pitch: pitch(s.Out), Pad: s.OutPad},
-		chunk: in.Pitch,
-	}
-	if s.ChunkChannels > 0 {
-		l.chunk = min(s.ChunkChannels, in.Pitch)
+		out: Layout{H: oh, W: ow, C: s.Out, Pitch: pitch(s.Out), Pad: s.OutPad},
 	}
 	l.bias = make([]float32, l.out.Pitch)
 	copy(l.bias, s.Bias)
@@ -167,24 +161,22 @@ func pixels(ow, maxP int) int {
 	return best
 }
 
-// pack writes the weights of group gr: for each chunk of input channels,
-// for each kernel row, kernel column and input channel of the chunk, the
-// group's output channels (zero past s.Out and past In.C).
+// pack writes the weights of group gr: for each kernel row, kernel column
+// and input channel (In.Pitch of them), the group's output channels (zero
+// past s.Out and past In.C).
 func (l *Layer) pack(gr group, w []float32) {
 	k, in := l.k, l.in
 	v := gr.units * unit
 	dst := l.w[gr.w:]
 	i := 0
-	for c0 := 0; c0 < in.Pitch; c0 += l.chunk {
-		for ky := 0; ky < k; ky++ {
-			for kx := 0; kx < k; kx++ {
-				for c := c0; c < min(c0+l.chunk, in.Pitch); c++ {
-					for o := gr.u0 * unit; o < gr.u0*unit+v; o++ {
-						if o < l.out.C && c < in.C {
-							dst[i] = w[((o*in.C+c)*k+ky)*k+kx]
-						}
-						i++
+	for ky := 0; ky < k; ky++ {
+		for kx := 0; kx < k; kx++ {
+			for c := 0; c < in.Pitch; c++ {
+				for o := gr.u0 * unit; o < gr.u0*unit+v; o++ {
+					if o < l.out.C && c < in.C {
+						dst[i] = w[((o*in.C+c)*k+ky)*k+kx]
 					}
+					i++
 				}
 			}
 		}

@@ -103,21 +103,19 @@ func TestLayer(t *testing.T) {
 		out, k       int
 		stride, pad  int
 		outPad       int
-		chunk        int
 		relu, resAdd bool
 	}{
-		{"3x3", 2, Layout{H: 9, W: 11, C: 16, Pitch: 16, Pad: 1}, 64, 3, 1, 1, 1, 0, true, false},
-		{"3x3-residual", 2, Layout{H: 8, W: 13, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, 0, true, true},
-		{"3x3-stride2", 3, Layout{H: 13, W: 10, C: 16, Pitch: 16, Pad: 1}, 32, 3, 2, 1, 1, 0, true, false},
-		{"1x1-stride2-in-padded", 2, Layout{H: 15, W: 15, C: 16, Pitch: 16, Pad: 1}, 48, 1, 2, 0, 1, 0, false, false},
-		{"stem", 2, Layout{H: 37, W: 41, C: 3, Pitch: 3, Pad: 3}, 64, 7, 2, 3, 1, 0, true, false},
-		{"odd-channels", 2, Layout{H: 7, W: 9, C: 5, Pitch: 16, Pad: 1}, 7, 3, 1, 1, 2, 0, true, true},
-		{"wide-rows", 1, Layout{H: 3, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 1, 1, 1, 0, true, false},
-		{"five-units", 2, Layout{H: 6, W: 6, C: 16, Pitch: 16, Pad: 1}, 80, 3, 1, 1, 0, 0, false, true},
-		{"narrow", 3, Layout{H: 2, W: 2, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, 0, true, true},
-		{"chunked", 2, Layout{H: 8, W: 8, C: 64, Pitch: 64, Pad: 1}, 64, 3, 1, 1, 1, 16, true, true},
-		{"chunked-uneven", 2, Layout{H: 5, W: 7, C: 40, Pitch: 48, Pad: 2}, 32, 3, 1, 1, 1, 20, true, true},
-		{"kernel-wider-than-input", 3, Layout{H: 3, W: 2, C: 2, Pitch: 2, Pad: 2}, 9, 5, 1, 2, 0, 0, false, false},
+		{"3x3", 2, Layout{H: 9, W: 11, C: 16, Pitch: 16, Pad: 1}, 64, 3, 1, 1, 1, true, false},
+		{"3x3-residual", 2, Layout{H: 8, W: 13, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, true, true},
+		{"3x3-stride2", 3, Layout{H: 13, W: 10, C: 16, Pitch: 16, Pad: 1}, 32, 3, 2, 1, 1, true, false},
+		{"1x1-stride2-in-padded", 2, Layout{H: 15, W: 15, C: 16, Pitch: 16, Pad: 1}, 48, 1, 2, 0, 1, false, false},
+		{"stem", 2, Layout{H: 37, W: 41, C: 3, Pitch: 3, Pad: 3}, 64, 7, 2, 3, 1, true, false},
+		{"odd-channels", 2, Layout{H: 7, W: 9, C: 5, Pitch: 16, Pad: 1}, 7, 3, 1, 1, 2, true, true},
+		{"wide-rows", 1, Layout{H: 3, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 1, 1, 1, true, false},
+		{"five-units", 2, Layout{H: 6, W: 6, C: 16, Pitch: 16, Pad: 1}, 80, 3, 1, 1, 0, false, true},
+		{"narrow", 3, Layout{H: 2, W: 2, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, true, true},
+		{"pitch-past-channels", 2, Layout{H: 5, W: 7, C: 40, Pitch: 48, Pad: 2}, 32, 3, 1, 1, 1, true, true},
+		{"kernel-wider-than-input", 3, Layout{H: 3, W: 2, C: 2, Pitch: 2, Pad: 2}, 9, 5, 1, 2, 0, false, false},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, kern := range Kernels() {
@@ -129,7 +127,7 @@ func TestLayer(t *testing.T) {
 					s := Spec{
 						In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: tc.outPad,
 						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out),
-						ReLU: tc.relu, Kernel: kern, ChunkChannels: tc.chunk,
+						ReLU: tc.relu, Kernel: kern,
 					}
 					l, err := NewLayer(s)
 					require.NoError(t, err)

@@ -30,7 +30,10 @@ const maxPixels = 12
 //
 // for o < g*unit, where the epilogue adds out[p*opix + o] (flagAccumulate),
 // bias[o] (flagBias) and res[p*opix + o] (flagResidual), then clamps at zero
-// (flagReLU).
+// (flagReLU). Layers make one run of each kernel row (nkx = 1, nc = K x
+// Pitch: a row's columns lie next to each other) and do not accumulate; the
+// kx loop and flagAccumulate let a reduction be split over calls, which was
+// measured slower (results/nvidia-h100-host, 16-channel chunks).
 type tile struct {
 	x, w, out, res, bias   []float32
 	nky, nkx, nc           int

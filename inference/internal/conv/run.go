@@ -133,45 +133,31 @@ func (r *Runner) convTask(t int) {
 	p := l.px[gr.units]
 	k, st := l.k, l.stride
 	tl := tile{
-		nky: k, xrow: in.RowPitch(), xcol: in.Pitch, xpix: st * in.Pitch, opix: out.Pitch,
+		nky: k, xrow: in.RowPitch(), xpix: st * in.Pitch, opix: out.Pitch,
 		bias: l.bias[gr.u0*unit:],
 	}
-	per := k * k * v // weights per input channel of the group
-	for c0 := 0; c0 < in.Pitch; c0 += l.chunk {
-		nc := min(l.chunk, in.Pitch-c0)
-		tl.nkx, tl.nc = k, nc
-		if nc == in.Pitch {
-			// One chunk: the channels of a kernel row's columns are
-			// contiguous, so they make one run.
-			tl.nkx, tl.nc = 1, k*nc
-		}
-		tl.w = l.w[gr.w+c0*per:]
-		tl.flags = 0
-		if c0 > 0 {
-			tl.flags |= flagAccumulate
-		}
-		last := c0+nc == in.Pitch
-		if last {
-			tl.flags |= flagBias
-			if l.relu {
-				tl.flags |= flagReLU
-			}
+	// The channels of a kernel row's columns are contiguous in the input
+	// and the weights: one run of k*Pitch values a row.
+	tl.nkx, tl.nc = 1, k*in.Pitch
+	tl.w = l.w[gr.w:]
+	tl.flags = flagBias
+	if l.relu {
+		tl.flags |= flagReLU
+	}
+	if r.res != nil {
+		tl.flags |= flagResidual
+	}
+	for row := row0; row < row1; row++ {
+		img, oy := row/out.H, row%out.H
+		for ox := 0; ox < out.W; ox += p {
+			pp := min(p, out.W-ox)
+			tl.x = r.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad):]
+			o := out.Offset(img, oy, ox) + gr.u0*unit
+			tl.out = r.out[o:]
 			if r.res != nil {
-				tl.flags |= flagResidual
+				tl.res = r.res[o:]
 			}
-		}
-		for row := row0; row < row1; row++ {
-			img, oy := row/out.H, row%out.H
-			for ox := 0; ox < out.W; ox += p {
-				pp := min(p, out.W-ox)
-				tl.x = r.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad)+c0:]
-				o := out.Offset(img, oy, ox) + gr.u0*unit
-				tl.out = r.out[o:]
-				if last && r.res != nil {
-					tl.res = r.res[o:]
-				}
-				l.kern.run(pp, gr.units, &tl)
-			}
+			l.kern.run(pp, gr.units, &tl)
 		}
 	}
 	for row := row0; row < row1; row++ {
