@@ -8,7 +8,8 @@
 // of the pass, split across the cores (see package conv). Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
-// applied as each output tile leaves the registers.
+// applied as each output tile leaves the registers. With AVX-512, the 3x3
+// stride-1 layers of the first three stages run as Winograd F(2x2, 3x3).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch

@@ -32,24 +32,33 @@ func BenchmarkLayer(b *testing.B) {
 		}
 		for _, batch := range []int{1, 8} {
 			for _, tc := range cases {
-				b.Run(fmt.Sprintf("kernel=%s/batch=%d/layer=%s", kern, batch, tc.name), func(b *testing.B) {
-					ctx, err := gemm.New(gemm.Config{})
-					require.NoError(b, err)
-					defer ctx.Close()
-					rng := rand.New(rand.NewPCG(1, 1))
-					l, err := NewLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: 1,
-						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern})
-					require.NoError(b, err)
-					x, _ := randTensor(rng, batch, tc.in)
-					y := make([]float32, l.Out().Size(batch))
-					r := NewRunner(ctx)
-					for b.Loop() {
-						if err := r.Run(l, batch, x, y, nil); err != nil {
-							b.Fatal(err)
+				for _, wino := range []bool{false, true} {
+					algo := "direct"
+					if wino {
+						algo = "winograd"
+						if tc.k != 3 || tc.stride != 1 {
+							continue
 						}
 					}
-					b.ReportMetric(float64(l.flops()*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				})
+					b.Run(fmt.Sprintf("kernel=%s/batch=%d/layer=%s/algo=%s", kern, batch, tc.name, algo), func(b *testing.B) {
+						ctx, err := gemm.New(gemm.Config{})
+						require.NoError(b, err)
+						defer ctx.Close()
+						rng := rand.New(rand.NewPCG(1, 1))
+						l, err := newLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: 1,
+							Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern}, wino)
+						require.NoError(b, err)
+						x, _ := randTensor(rng, batch, tc.in)
+						y := make([]float32, l.Out().Size(batch))
+						r := NewRunner(ctx)
+						for b.Loop() {
+							if err := r.Run(l, batch, x, y, nil); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(float64(l.flops()*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				}
 			}
 		}
 	}

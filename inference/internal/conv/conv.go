@@ -2,7 +2,11 @@
 // NHWC tensors, with AVX-512 or AVX2 micro-kernels in assembly where the CPU
 // has them and a portable Go kernel elsewhere, split over a set of threads.
 //
-// A layer computes out = ReLU?(conv(in, w) + bias [+ res]) in four steps:
+// A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
+// of stride 1 with at least 32 input channels and at most 256 x 256 input
+// and output channels run as Winograd F(2x2, 3x3) (winograd.go) where the
+// kernels are AVX-512; every other layer runs as a direct convolution in
+// four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -76,9 +80,10 @@ type Layer struct {
 	pad    int
 	relu   bool
 	groups []group   // output channel groups
-	w      []float32 // packed weights
+	w      []float32 // packed weights (direct convolution)
 	bias   []float32 // out.Pitch values
 	px     []int     // pixels per kernel call, by group size in units
+	wino   *winograd // the Winograd plan, or nil for the direct convolution
 }
 
 // group is a run of output channels computed by one kernel call.
@@ -87,8 +92,18 @@ type group struct {
 	w         int // offset of the group's weights in Layer.w
 }
 
-// NewLayer checks s and packs its weights.
+// NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
+// enough channels run with Winograd's F(2x2, 3x3) (see winograd.go), the
+// others as a direct convolution.
 func NewLayer(s Spec) (*Layer, error) {
+	kern, err := findKernels(s.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	return newLayer(s, useWinograd(s, kern.name))
+}
+
+func newLayer(s Spec, wino bool) (*Layer, error) {
 	in := s.In
 	switch {
 	case in.H < 1 || in.W < 1 || in.C < 1 || in.Pitch < in.C || in.Pad < 0:
@@ -130,6 +145,10 @@ func NewLayer(s Spec) (*Layer, error) {
 		}
 		l.groups = append(l.groups, group{u0: u, units: g, w: u * unit * per})
 		u += g
+	}
+	if wino && s.K == 3 && s.Stride == 1 && s.Pad == 1 {
+		l.wino = newWinograd(l, s.Weight)
+		return l, nil
 	}
 	l.w = make([]float32, l.out.Pitch*per)
 	for _, gr := range l.groups {

@@ -116,61 +116,69 @@ func TestLayer(t *testing.T) {
 		{"narrow", 3, Layout{H: 2, W: 2, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, true, true},
 		{"pitch-past-channels", 2, Layout{H: 5, W: 7, C: 40, Pitch: 48, Pad: 2}, 32, 3, 1, 1, 1, true, true},
 		{"kernel-wider-than-input", 3, Layout{H: 3, W: 2, C: 2, Pitch: 2, Pad: 2}, 9, 5, 1, 2, 0, false, false},
+		{"odd-size-many-groups", 3, Layout{H: 9, W: 7, C: 64, Pitch: 64, Pad: 1}, 96, 3, 1, 1, 1, true, true},
+		{"one-pixel", 2, Layout{H: 1, W: 1, C: 32, Pitch: 32, Pad: 1}, 64, 3, 1, 1, 1, true, true},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, kern := range Kernels() {
 		for _, ctx := range contexts(t) {
 			r := NewRunner(ctx)
 			for _, tc := range cases {
-				name := fmt.Sprintf("kernel=%s/threads=%d/%s", kern, ctx.Threads(), tc.name)
-				t.Run(name, func(t *testing.T) {
-					s := Spec{
-						In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: tc.outPad,
-						Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out),
-						ReLU: tc.relu, Kernel: kern,
+				for _, wino := range []bool{false, true} {
+					if wino && (tc.k != 3 || tc.stride != 1 || tc.pad != 1) {
+						continue
 					}
-					l, err := NewLayer(s)
-					require.NoError(t, err)
-					assert.Equal(t, kern, l.Kernel())
-					ol := l.Out()
-					x, xNCHW := randTensor(rng, tc.n, tc.in)
-					var res, resNCHW []float32
-					if tc.resAdd {
-						res, resNCHW = randTensor(rng, tc.n, ol)
-					}
-					// Poison the output: every value must be written.
-					got := make([]float32, ol.Size(tc.n)+7)
-					for i := range got {
-						got[i] = float32(math.NaN())
-					}
-					require.NoError(t, r.Run(l, tc.n, x, got, res))
-					want := naive(s, tc.n, xNCHW, resNCHW)
-					tol := 1e-5 * (1 + float64(tc.in.C*tc.k*tc.k))
-					bad := 0
-					for i := 0; i < tc.n; i++ {
-						for y := -ol.Pad; y < ol.H+ol.Pad; y++ {
-							for xx := -ol.Pad; xx < ol.W+ol.Pad; xx++ {
-								for c := 0; c < ol.Pitch; c++ {
-									var w float64
-									if y >= 0 && y < ol.H && xx >= 0 && xx < ol.W && c < ol.C {
-										w = want[((i*ol.C+c)*ol.H+y)*ol.W+xx]
-									}
-									g := got[ol.Offset(i, y, xx)+c]
-									if !(math.Abs(float64(g)-w) <= tol) {
-										if bad < 5 {
-											t.Errorf("image %d (%d, %d) channel %d = %v, want %v", i, y, xx, c, g, w)
+					name := fmt.Sprintf("kernel=%s/threads=%d/%s/winograd=%v", kern, ctx.Threads(), tc.name, wino)
+					t.Run(name, func(t *testing.T) {
+						s := Spec{
+							In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: tc.outPad,
+							Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out),
+							ReLU: tc.relu, Kernel: kern,
+						}
+						l, err := newLayer(s, wino)
+						require.NoError(t, err)
+						assert.Equal(t, kern, l.Kernel())
+						assert.Equal(t, wino, l.wino != nil, "Winograd")
+						ol := l.Out()
+						x, xNCHW := randTensor(rng, tc.n, tc.in)
+						var res, resNCHW []float32
+						if tc.resAdd {
+							res, resNCHW = randTensor(rng, tc.n, ol)
+						}
+						// Poison the output: every value must be written.
+						got := make([]float32, ol.Size(tc.n)+7)
+						for i := range got {
+							got[i] = float32(math.NaN())
+						}
+						require.NoError(t, r.Run(l, tc.n, x, got, res))
+						want := naive(s, tc.n, xNCHW, resNCHW)
+						tol := 1e-5 * (1 + float64(tc.in.C*tc.k*tc.k))
+						bad := 0
+						for i := 0; i < tc.n; i++ {
+							for y := -ol.Pad; y < ol.H+ol.Pad; y++ {
+								for xx := -ol.Pad; xx < ol.W+ol.Pad; xx++ {
+									for c := 0; c < ol.Pitch; c++ {
+										var w float64
+										if y >= 0 && y < ol.H && xx >= 0 && xx < ol.W && c < ol.C {
+											w = want[((i*ol.C+c)*ol.H+y)*ol.W+xx]
 										}
-										bad++
+										g := got[ol.Offset(i, y, xx)+c]
+										if !(math.Abs(float64(g)-w) <= tol) {
+											if bad < 5 {
+												t.Errorf("image %d (%d, %d) channel %d = %v, want %v", i, y, xx, c, g, w)
+											}
+											bad++
+										}
 									}
 								}
 							}
 						}
-					}
-					assert.Zero(t, bad, "values outside tolerance %g", tol)
-					for i := ol.Size(tc.n); i < len(got); i++ {
-						assert.True(t, math.IsNaN(float64(got[i])), "value %d past the output was written", i)
-					}
-				})
+						assert.Zero(t, bad, "values outside tolerance %g", tol)
+						for i := ol.Size(tc.n); i < len(got); i++ {
+							assert.True(t, math.IsNaN(float64(got[i])), "value %d past the output was written", i)
+						}
+					})
+				}
 			}
 		}
 	}
@@ -274,50 +282,20 @@ func TestRunAllocs(t *testing.T) {
 	require.NoError(t, err)
 	defer ctx.Close()
 	rng := rand.New(rand.NewPCG(5, 6))
-	in := Layout{H: 10, W: 10, C: 16, Pitch: 16, Pad: 1}
-	l, err := NewLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*16*9), ReLU: true})
-	require.NoError(t, err)
-	x, _ := randTensor(rng, 2, in)
-	y := make([]float32, l.Out().Size(2))
-	r := NewRunner(ctx)
-	allocs := testing.AllocsPerRun(20, func() {
-		if err := r.Run(l, 2, x, y, nil); err != nil {
-			t.Fatal(err)
-		}
-	})
-	assert.Zero(t, allocs, "allocations per Run")
-}
-
-func TestSplit(t *testing.T) {
-	cases := []struct {
-		name       string
-		in         Layout
-		out, k     int
-		n, threads int
-		maxBlocks  int // reads of each group's weights
-		minTasks   int
-	}{
-		// Deep layer, one image: 8 groups of 1.2 MB of weights; reading
-		// them twice costs more than leaving 8 threads idle.
-		{"stage4-batch1", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 1, 16, 1, 8},
-		// One group, whose weights every thread keeps: enough tasks for
-		// every thread, and more to even out their speeds.
-		{"stage1-batch8", Layout{H: 63, W: 63, C: 64, Pitch: 64, Pad: 1}, 64, 3, 8, 16, 504, 32},
-		// Two threads, eight groups: a group's weights read at most twice.
-		{"stage4-batch8-2threads", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 8, 2, 2, 8},
-		// Sixteen threads, eight groups, 64 rows: at least two tasks a
-		// thread, so that one slow thread does not hold the layer up by a
-		// whole group's rows; weights read at most four times.
-		{"stage4-batch8-16threads", Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}, 512, 3, 8, 16, 4, 32},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: 1, Pad: 1, Weight: make([]float32, tc.out*tc.in.C*tc.k*tc.k)})
-			require.NoError(t, err)
-			blocks := l.split(tc.n, tc.threads)
-			assert.LessOrEqual(t, blocks, tc.maxBlocks, "blocks")
-			assert.GreaterOrEqual(t, blocks*len(l.groups), tc.minTasks, "tasks")
-			assert.LessOrEqual(t, blocks*len(l.groups), max(len(l.groups), maxSlack*tc.threads), "tasks")
+	for _, wino := range []bool{false, true} {
+		in := Layout{H: 10, W: 10, C: 32, Pitch: 32, Pad: 1}
+		l, err := newLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*32*9), ReLU: true}, wino)
+		require.NoError(t, err)
+		x, _ := randTensor(rng, 2, in)
+		y := make([]float32, l.Out().Size(2))
+		r := NewRunner(ctx)
+		// AllocsPerRun's first call is not counted: the Winograd scratch is
+		// made then.
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := r.Run(l, 2, x, y, nil); err != nil {
+				t.Fatal(err)
+			}
 		})
+		assert.Zero(t, allocs, "allocations per Run, Winograd %v", wino)
 	}
 }

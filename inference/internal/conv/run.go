@@ -7,10 +7,11 @@ import "fmt"
 type Threads interface {
 	// Threads is the number of threads.
 	Threads() int
-	// Parallel calls fn(lo, hi) for disjoint ranges that cover [0, n), in
-	// chunks of grain indices, on the threads, and returns when every call
-	// has returned.
-	Parallel(n, grain int, fn func(lo, hi int)) error
+	// Parallel calls fn(thread, lo, hi) for disjoint ranges that cover
+	// [0, n), in chunks of grain indices, on the threads, and returns when
+	// every call has returned; no two calls with one thread index, in
+	// [0, Threads()), run at once.
+	Parallel(n, grain int, fn func(thread, lo, hi int)) error
 }
 
 // op is the kind of operation a Runner has in progress.
@@ -18,6 +19,7 @@ type op int
 
 const (
 	opConv op = iota
+	opWinograd
 	opPool
 	opInput
 )
@@ -27,7 +29,7 @@ const (
 // use (give each goroutine that runs layers its own).
 type Runner struct {
 	threads Threads
-	fn      func(lo, hi int)
+	fn      func(thread, lo, hi int)
 
 	op           op
 	l            *Layer
@@ -35,9 +37,10 @@ type Runner struct {
 	layout       Layout      // opInput's
 	imgs         [][]float32 // opInput's
 	in, out, res []float32
-	n            int // images
-	rows         int // output rows per task (opConv)
-	blocks       int // tasks per channel group (opConv)
+	n            int         // images
+	scratch      [][]float32 // per thread (opWinograd)
+	rows         int         // output rows (opConv) or tiles (opWinograd) per task
+	blocks       int         // tasks per channel group (opConv)
 }
 
 // NewRunner returns a Runner that runs layers on t.
@@ -60,6 +63,25 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 		return fmt.Errorf("conv: output has %d values, want %d", len(out), l.out.Size(n))
 	case res != nil && len(res) < l.out.Size(n):
 		return fmt.Errorf("conv: residual has %d values, want %d", len(res), l.out.Size(n))
+	}
+	if wg := l.wino; wg != nil {
+		need := 16*wg.tb*(l.in.Pitch+4*unit) + 16*l.in.Pitch
+		for len(r.scratch) < r.threads.Threads() {
+			r.scratch = append(r.scratch, nil)
+		}
+		for i := range r.scratch {
+			if len(r.scratch[i]) < need {
+				r.scratch[i] = make([]float32, need)
+			}
+		}
+		// Tiles per task: at most tb, fewer (in sixes, the kernels'
+		// pixels) when that leaves threads idle.
+		tiles, t := n*wg.th*wg.tw, r.threads.Threads()
+		per := (tiles*len(l.groups) + 2*t - 1) / (2 * t)
+		r.rows = min(wg.tb, max(6, (per+5)/6*6))
+		blocks := (tiles + r.rows - 1) / r.rows
+		r.op, r.l, r.n, r.in, r.out, r.res = opWinograd, l, n, in, out, res
+		return r.run(blocks * len(l.groups))
 	}
 	rows := n * l.out.H
 	blocks := l.split(n, r.threads.Threads())
@@ -107,11 +129,13 @@ func (r *Runner) run(tasks int) error {
 	return err
 }
 
-func (r *Runner) tasks(lo, hi int) {
+func (r *Runner) tasks(thread, lo, hi int) {
 	for t := lo; t < hi; t++ {
 		switch r.op {
 		case opConv:
 			r.convTask(t)
+		case opWinograd:
+			r.winoTask(r.scratch[thread], t)
 		case opPool:
 			r.pool.row(r.in, r.out, t/r.pool.out.H, t%r.pool.out.H)
 		case opInput:

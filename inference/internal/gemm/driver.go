@@ -67,9 +67,9 @@ type job struct {
 
 	mat matrixB
 
-	fn     func(lo, hi int) // Parallel's function; nil for a product
-	fnN    int              // Parallel's range
-	fnStep int              // Parallel's chunk size
+	fn     func(thread, lo, hi int) // Parallel's function; nil for a product
+	fnN    int                      // Parallel's range
+	fnStep int                      // Parallel's chunk size
 }
 
 func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []float32, ldc int, ep Epilogue) error {
@@ -131,12 +131,14 @@ func (c *Context) run(m, n, k int, a []float32, lda int, src bSource, out []floa
 	return err
 }
 
-// Parallel calls fn(lo, hi) for disjoint ranges that cover [0, n), in chunks
+// Parallel calls fn(thread, lo, hi) for disjoint ranges that cover [0, n), in chunks
 // of grain values (the last may be shorter; a grain below 1 counts as 1), on
 // the Context's threads, and returns when every call has returned. Threads
 // take chunks in order as they become free, so chunks of unequal cost still
-// keep every thread busy. A panic in fn is returned as an error.
-func (c *Context) Parallel(n, grain int, fn func(lo, hi int)) error {
+// keep every thread busy. thread, in [0, Threads()), names the thread that
+// makes the call: no two calls with the same thread run at once, so fn can
+// keep scratch memory per thread. A panic in fn is returned as an error.
+func (c *Context) Parallel(n, grain int, fn func(thread, lo, hi int)) error {
 	if c.closed {
 		return ErrClosed
 	}
@@ -230,7 +232,7 @@ func (c *Context) work(id int) (p any) {
 		}
 		if j.fn != nil {
 			lo := t * j.fnStep
-			j.fn(lo, min(lo+j.fnStep, j.fnN))
+			j.fn(id, lo, min(lo+j.fnStep, j.fnN))
 			continue
 		}
 		ti, tj := t/j.tn, t%j.tn

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -269,21 +270,30 @@ func TestParallel(t *testing.T) {
 				require.NoError(t, err)
 				defer ctx.Close()
 				hits := make([]int, n)
-				require.NoError(t, ctx.Parallel(n, 4, func(lo, hi int) {
+				// busy[thread] counts the calls of a thread in progress:
+				// never more than one.
+				busy := make([]atomic.Int32, threads)
+				var overlap atomic.Bool
+				require.NoError(t, ctx.Parallel(n, 4, func(thread, lo, hi int) {
+					if busy[thread].Add(1) != 1 {
+						overlap.Store(true)
+					}
 					for i := lo; i < hi; i++ {
 						hits[i]++
 					}
+					busy[thread].Add(-1)
 				}))
 				for i, h := range hits {
 					assert.Equal(t, 1, h, "hits[%d]", i)
 				}
+				assert.False(t, overlap.Load(), "two calls of one thread at once")
 			})
 		}
 	}
 	ctx, err := New(Config{Threads: 2})
 	require.NoError(t, err)
 	defer ctx.Close()
-	err = ctx.Parallel(10, 1, func(lo, hi int) { panic("boom") })
+	err = ctx.Parallel(10, 1, func(thread, lo, hi int) { panic("boom") })
 	assert.ErrorContains(t, err, "gemm: worker panicked: boom")
 	// The context still works after a panic.
 	c := make([]float32, 1)
@@ -298,7 +308,7 @@ func BenchmarkParallel(b *testing.B) {
 	require.NoError(b, err)
 	defer ctx.Close()
 	n := ctx.Threads()
-	fn := func(lo, hi int) {}
+	fn := func(thread, lo, hi int) {}
 	for b.Loop() {
 		if err := ctx.Parallel(n, 1, fn); err != nil {
 			b.Fatal(err)

@@ -1,0 +1,229 @@
+package conv
+
+// Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
+// 1: each 2x2 block of outputs (a tile) is computed from the 4x4 block of
+// input around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, 16 multiplications per input
+// channel instead of 36. Over the channels the 16 element-wise products are
+// 16 matrix products (tiles x input channels times input channels x output
+// channels), which the direct convolution's kernels compute as 1x1
+// convolutions. A task takes a block of tiles and one channel group:
+//
+//  1. it transforms the input of its tiles (Bᵀ d B, 16 values a channel)
+//     into per-thread scratch, one plane of tiles x channels per position;
+//  2. for each of the 16 positions it multiplies that plane by the
+//     transformed weights of its group (G g Gᵀ, packed once at NewLayer);
+//  3. it transforms the 16 products of each tile back (Aᵀ m A), adds the
+//     bias and the residual, clamps at zero and stores the 2x2 outputs.
+//
+// The transforms only add and subtract, so rounding stays close to the
+// direct convolution's (TestWinograd, and the ResNet-18 parity test).
+
+// winograd is a layer's Winograd plan.
+type winograd struct {
+	u      []float32 // transformed weights: 16 planes of In.Pitch x Out.Pitch, each in groups
+	th, tw int       // tiles per image, down and across
+	tb     int       // most tiles per task (the scratch is sized for it)
+	asm    bool      // the transforms run in assembly (else in Go)
+}
+
+// useWinograd reports whether NewLayer computes a layer with Winograd:
+// 3x3, stride 1, padding 1, enough input channels for the matrix products to
+// run well, and not the widest layers, whose transformed weights (16/9 of
+// the direct ones) cost more to read than the multiplications they save.
+func useWinograd(s Spec, family string) bool {
+	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 256*256
+}
+
+// newWinograd transforms the weights of l (OIHW in w) for its groups.
+func newWinograd(l *Layer, w []float32) *winograd {
+	in, out := l.in, l.out
+	wg := &winograd{th: (out.H + 1) / 2, tw: (out.W + 1) / 2, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0}
+	wg.tb = max(6, min(48, 8192/in.Pitch)/6*6)
+	plane := in.Pitch * out.Pitch
+	wg.u = make([]float32, 16*plane)
+	for _, gr := range l.groups {
+		v := gr.units * unit
+		for o := gr.u0 * unit; o < min(gr.u0*unit+v, out.C); o++ {
+			for c := 0; c < in.C; c++ {
+				g := w[(o*in.C+c)*9:][:9]
+				var u [16]float64
+				winogradWeights(&u, g)
+				for xi, x := range u {
+					wg.u[xi*plane+gr.u0*unit*in.Pitch+c*v+o-gr.u0*unit] = float32(x)
+				}
+			}
+		}
+	}
+	return wg
+}
+
+// winogradWeights sets u to G g Gᵀ for the 3x3 kernel g (row-major), in
+// float64, with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
+func winogradWeights(u *[16]float64, g []float32) {
+	var t [4][3]float64 // G g
+	for j := 0; j < 3; j++ {
+		g0, g1, g2 := float64(g[j]), float64(g[3+j]), float64(g[6+j])
+		t[0][j] = g0
+		t[1][j] = (g0 + g1 + g2) / 2
+		t[2][j] = (g0 - g1 + g2) / 2
+		t[3][j] = g2
+	}
+	for i := 0; i < 4; i++ {
+		a, b, c := t[i][0], t[i][1], t[i][2]
+		u[i*4+0] = a
+		u[i*4+1] = (a + b + c) / 2
+		u[i*4+2] = (a - b + c) / 2
+		u[i*4+3] = c
+	}
+}
+
+// winogradInGo transforms n channels of a 4x4 input block: src holds pixel
+// (r, c) of the block at src[r*row + c*pix], dst receives position ξ's n
+// values at dst[ξ*stride:].
+func winogradInGo(dst []float32, stride int, src []float32, row, pix, n int) {
+	for ch := 0; ch < n; ch++ {
+		var d [4][4]float32
+		for r := 0; r < 4; r++ {
+			for c := 0; c < 4; c++ {
+				d[r][c] = src[r*row+c*pix+ch]
+			}
+		}
+		var t [4][4]float32 // Bᵀ d
+		for c := 0; c < 4; c++ {
+			t[0][c] = d[0][c] - d[2][c]
+			t[1][c] = d[1][c] + d[2][c]
+			t[2][c] = d[2][c] - d[1][c]
+			t[3][c] = d[1][c] - d[3][c]
+		}
+		for r := 0; r < 4; r++ { // (Bᵀ d) B
+			dst[(r*4+0)*stride+ch] = t[r][0] - t[r][2]
+			dst[(r*4+1)*stride+ch] = t[r][1] + t[r][2]
+			dst[(r*4+2)*stride+ch] = t[r][2] - t[r][1]
+			dst[(r*4+3)*stride+ch] = t[r][1] - t[r][3]
+		}
+	}
+}
+
+// winogradOutGo transforms n channels of a tile's 16 products back: src
+// holds position ξ's values at src[ξ*stride:]; out[r][c] receives the 2x2
+// outputs, before the epilogue.
+func winogradOutGo(out *[2][2][4 * unit]float32, src []float32, stride, n int) {
+	for ch := 0; ch < n; ch++ {
+		var m [4][4]float32
+		for xi := 0; xi < 16; xi++ {
+			m[xi/4][xi%4] = src[xi*stride+ch]
+		}
+		var t [2][4]float32 // Aᵀ m, A = [1 0; 1 1; 1 -1; 0 -1]
+		for c := 0; c < 4; c++ {
+			t[0][c] = m[0][c] + m[1][c] + m[2][c]
+			t[1][c] = m[1][c] - m[2][c] - m[3][c]
+		}
+		for r := 0; r < 2; r++ {
+			out[r][0][ch] = t[r][0] + t[r][1] + t[r][2]
+			out[r][1][ch] = t[r][1] - t[r][2] - t[r][3]
+		}
+	}
+}
+
+// winoTask computes task t of a Winograd layer: tile block t / groups, group
+// t mod groups. buf is the thread's scratch.
+func (r *Runner) winoTask(buf []float32, t int) {
+	l := r.l
+	wg := l.wino
+	in, out := l.in, l.out
+	gr := l.groups[t%len(l.groups)]
+	v := gr.units * unit
+	t0 := t / len(l.groups) * r.rows
+	nt := min(r.rows, r.n*wg.th*wg.tw-t0)
+	ip := in.Pitch
+	vs, ms := wg.tb*ip, wg.tb*v // strides between the positions' planes
+	vb, mb := buf[:16*vs], buf[16*vs:][:16*ms]
+	win := buf[16*(vs+ms):][:16*ip] // an edge tile's input block
+	tiles := wg.th * wg.tw
+
+	// 1. Input transform.
+	for i := 0; i < nt; i++ {
+		img, ty, tx := (t0+i)/tiles, (t0+i)%tiles/wg.tw, (t0+i)%wg.tw
+		y0, x0 := 2*ty-1, 2*tx-1
+		if y0+3 < in.H+in.Pad && x0+3 < in.W+in.Pad {
+			if wg.asm {
+				winogradInAsm(vb[i*ip:], vs, r.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
+			} else {
+				winogradInGo(vb[i*ip:], vs, r.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
+			}
+			continue
+		}
+		// The block reaches past the padding: copy what exists.
+		clear(win)
+		for rr := 0; rr < 4; rr++ {
+			for cc := 0; cc < 4; cc++ {
+				if y0+rr < in.H+in.Pad && x0+cc < in.W+in.Pad {
+					copy(win[(rr*4+cc)*ip:][:ip], r.in[in.Offset(img, y0+rr, x0+cc):][:ip])
+				}
+			}
+		}
+		winogradInGo(vb[i*ip:], vs, win, 4*ip, ip, ip)
+	}
+
+	// 2. The 16 matrix products, as 1x1 convolutions over the tiles.
+	p := l.kern.maxP[gr.units]
+	tl := tile{nky: 1, nkx: 1, nc: ip, xpix: ip, opix: v}
+	for xi := 0; xi < 16; xi++ {
+		tl.w = wg.u[xi*ip*out.Pitch+gr.u0*unit*ip:]
+		for i := 0; i < nt; i += p {
+			tl.x = vb[xi*vs+i*ip:]
+			tl.out = mb[xi*ms+i*v:]
+			l.kern.run(min(p, nt-i), gr.units, &tl)
+		}
+	}
+
+	// 3. Output transform and epilogue.
+	var y [2][2][4 * unit]float32
+	bias := l.bias[gr.u0*unit:][:v]
+	for i := 0; i < nt; i++ {
+		img, ty, tx := (t0+i)/tiles, (t0+i)%tiles/wg.tw, (t0+i)%wg.tw
+		if wg.asm && 2*ty+1 < out.H && 2*tx+1 < out.W {
+			o := out.Offset(img, 2*ty, 2*tx) + gr.u0*unit
+			var res []float32
+			if r.res != nil {
+				res = r.res[o:]
+			}
+			winogradOutAsm(r.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
+		} else {
+			winogradOutGo(&y, mb[i*v:], ms, v)
+			r.winoEpilogue(&y, img, ty, tx, gr, bias)
+		}
+		if tx == 0 {
+			for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
+				zeroPadding(r.out, out, img, 2*ty+dy, gr.u0*unit, v)
+			}
+		}
+	}
+}
+
+// winoEpilogue adds the bias and residual to a tile's outputs y, clamps
+// them at zero for a ReLU layer and stores those inside the image.
+func (r *Runner) winoEpilogue(y *[2][2][4 * unit]float32, img, ty, tx int, gr group, bias []float32) {
+	l, out := r.l, r.l.out
+	v := gr.units * unit
+	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
+		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
+			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
+			dst := r.out[o:][:v]
+			var res []float32
+			if r.res != nil {
+				res = r.res[o:][:v]
+			}
+			for ch, s := range y[dy][dx][:v] {
+				s += bias[ch]
+				if res != nil {
+					s += res[ch]
+				}
+				if l.relu && s < 0 {
+					s = 0
+				}
+				dst[ch] = s
+			}
+		}
+	}
+}

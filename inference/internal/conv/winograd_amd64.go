@@ -1,0 +1,46 @@
+package conv
+
+import "unsafe"
+
+//go:noescape
+func winogradInAVX512(dst *float32, stride int, src *float32, row, pix, n int)
+
+//go:noescape
+func winogradOutAVX512(dst *float32, row, pix int, src *float32, stride int, bias, res *float32, n int)
+
+// winogradInAsm is winogradInGo in AVX-512 for n a multiple of 16, after
+// checking every index it touches (a failed check panics).
+func winogradInAsm(dst []float32, stride int, src []float32, row, pix, n int) {
+	if n%16 != 0 || n < 16 || stride < 0 || row < 0 || pix < 0 {
+		panic("conv: bad Winograd input transform")
+	}
+	_ = dst[15*stride+n-1]
+	_ = src[3*row+3*pix+n-1]
+	winogradInAVX512(unsafe.SliceData(dst), 4*stride, unsafe.SliceData(src), 4*row, 4*pix, n)
+}
+
+// winogradOutAsm transforms a whole tile's n channels back and stores them
+// at dst[r*row + c*pix:] after the epilogue (bias, res if not nil, ReLU),
+// in AVX-512, for n a multiple of 16.
+func winogradOutAsm(dst []float32, row, pix int, src []float32, stride int, bias, res []float32, relu bool, n int) {
+	if n%16 != 0 || n < 16 || stride < 0 || row < 0 || pix < 0 {
+		panic("conv: bad Winograd output transform")
+	}
+	_ = dst[row+pix+n-1]
+	_ = src[15*stride+n-1]
+	_ = bias[n-1]
+	var rp *float32
+	if res != nil {
+		_ = res[row+pix+n-1]
+		rp = unsafe.SliceData(res)
+	}
+	sn := n
+	if relu {
+		sn = -n
+	}
+	winogradOutAVX512(unsafe.SliceData(dst), 4*row, 4*pix, unsafe.SliceData(src), 4*stride, unsafe.SliceData(bias), rp, sn)
+}
+
+// winogradAsm reports whether the assembly transforms run here: the
+// avx512 family's layers use them.
+func winogradAsm(family string) bool { return family == "avx512" }

@@ -1,0 +1,62 @@
+package conv
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWinogradTransforms checks the assembly transforms against the Go ones
+// (the same additions in the same order: equal to the bit), on blocks with
+// strides that are not the tight ones.
+func TestWinogradTransforms(t *testing.T) {
+	if !slices.Contains(Kernels(), "avx512") {
+		t.Skip("no AVX-512 here: the Go transforms are the only ones")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{16, 48, 64} {
+		row, pix, stride := 5*n+7, n+3, 2*n+1
+		src := randSlice(rng, 3*row+3*pix+n)
+		got, want := randSlice(rng, 15*stride+n), randSlice(rng, 15*stride+n)
+		copy(got, want)
+		winogradInAsm(got, stride, src, row, pix, n)
+		winogradInGo(want, stride, src, row, pix, n)
+		require.Equal(t, want, got, "input transform, n=%d", n)
+
+		m := randSlice(rng, 15*stride+n)
+		bias, res := randSlice(rng, n), randSlice(rng, row+pix+n)
+		for _, relu := range []bool{false, true} {
+			for _, r := range [][]float32{nil, res} {
+				out := randSlice(rng, row+pix+n)
+				init := append([]float32(nil), out...)
+				winogradOutAsm(out, row, pix, m, stride, bias, r, relu, n)
+				var y [2][2][4 * unit]float32
+				for c0 := 0; c0 < n; c0 += 4 * unit {
+					k := min(4*unit, n-c0)
+					winogradOutGo(&y, m[c0:], stride, k)
+					for dy := 0; dy < 2; dy++ {
+						for dx := 0; dx < 2; dx++ {
+							o := dy*row + dx*pix + c0
+							for ch := 0; ch < k; ch++ {
+								s := y[dy][dx][ch] + bias[c0+ch]
+								if r != nil {
+									s += r[o+ch]
+								}
+								if relu && s < 0 {
+									s = 0
+								}
+								require.Equal(t, s, out[o+ch], "output transform, n=%d, relu %v, residual %v, (%d, %d) channel %d", n, relu, r != nil, dy, dx, c0+ch)
+								init[o+ch] = s
+							}
+						}
+					}
+				}
+				assert.Equal(t, init, out, "values outside the tile's pixels were written")
+			}
+		}
+	}
+	assert.Panics(t, func() { winogradInAsm(make([]float32, 16), 1, make([]float32, 64), 1, 1, 16) }, "short destination")
+}
