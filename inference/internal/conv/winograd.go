@@ -162,7 +162,11 @@ func (r *Runner) winoTask(buf []float32, t int) {
 				}
 			}
 		}
-		winogradInGo(vb[i*ip:], vs, win, 4*ip, ip, ip)
+		if wg.asm {
+			winogradInAsm(vb[i*ip:], vs, win, 4*ip, ip, ip)
+		} else {
+			winogradInGo(vb[i*ip:], vs, win, 4*ip, ip, ip)
+		}
 	}
 
 	// 2. The 16 matrix products, as 1x1 convolutions over the tiles.
