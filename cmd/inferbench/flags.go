@@ -33,6 +33,7 @@ type serveFlags struct {
 	norm                             protocol.Normalization
 	tracePath                        string
 	logFormat                        string
+	gcPercent                        int
 	modelKind                        string
 	size                             string
 	pipeline, precision, queuePolicy string
@@ -90,6 +91,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
 	fs.StringVar(&f.logFormat, "log", "text", "log format: text or json")
+	fs.IntVar(&f.gcPercent, "gc-percent", protocol.DefaultGCPercent, "Go garbage collector target (GOGC) unless the GOGC environment variable is set: the front door allocates per request, and a higher target trades memory for CPU (-1: off)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil, err
@@ -189,6 +191,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
 		return err
+	}
+	if f.gcPercent < -1 {
+		return fmt.Errorf("-gc-percent %d: must be -1 (off) or at least 0", f.gcPercent)
 	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return fmt.Errorf("-log %q: want text or json", f.logFormat)

@@ -33,6 +33,7 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-uint8-mean", "a,b,c"}, `-uint8-mean "a,b,c"`},
 		{[]string{"serve", "-http-addr", "", "-grpc-addr", ""}, "nothing to serve"},
 		{[]string{"serve", "-log", "xml"}, `-log "xml"`},
+		{[]string{"serve", "-gc-percent", "-2"}, "-gc-percent -2: must be -1 (off) or at least 0"},
 		{[]string{"serve", "-shm-max-regions", "-1"}, "-shm-max-regions -1: must not be negative"},
 		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},

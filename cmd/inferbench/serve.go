@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(f.logFormat, stderr)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(f.gcPercent)
+	}
 
 	cfg, err := f.config()
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +36,16 @@ var (
 	benchGraphs    = flag.Bool("graphs", false, "CUDA graphs (cuda)")
 	benchWorkers   = flag.Int("workers", 1, "compute workers")
 	benchPipeline  = flag.String("pipeline", "serial", "serial or overlap")
+	benchGC        = flag.Int("gc-percent", protocol.DefaultGCPercent, "Go GC target for client and server (as cmd/inferbench serve sets it), unless GOGC is set")
 )
+
+// setGC sets the GC target as the serve command does, for the benchmark.
+func setGC(b *testing.B) {
+	if os.Getenv("GOGC") == "" {
+		old := debug.SetGCPercent(*benchGC)
+		b.Cleanup(func() { debug.SetGCPercent(old) })
+	}
+}
 
 func benchInts(b *testing.B, s string) []int {
 	var out []int
@@ -57,6 +68,7 @@ func benchInts(b *testing.B, s string) []int {
 // samples/s are over the whole run's wall time. Client and server share the
 // machine's cores.
 func BenchmarkTransport(b *testing.B) {
+	setGC(b)
 	h, w := 32, 32
 	if *benchBackend != "nop" {
 		h, w = 250, 250

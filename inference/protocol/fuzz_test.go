@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbench/inferbench/inference"
@@ -104,5 +107,52 @@ func FuzzGRPCInfer(f *testing.F) {
 		if err == nil {
 			require.Len(t, resp.GetOutputs(), 1)
 		}
+	})
+}
+
+// FuzzInferCodec checks the gRPC server's codec against protobuf itself:
+// any bytes decode to the same ModelInferRequest, or fail in both, and every
+// buffer the codec lends is returned.
+func FuzzInferCodec(f *testing.F) {
+	s := fuzzService(f)
+	c := inferCodec{std: encoding.GetCodecV2("proto"), s: s}
+	img := 3 * 32 * 32
+	in := &v2pb.ModelInferRequest_InferInputTensor{Name: "input", Datatype: "FP32", Shape: []int64{1, 3, 32, 32}}
+	for _, r := range []*v2pb.ModelInferRequest{
+		{ModelName: "resnet18", Id: "x", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{make([]byte, 4*img)}},
+		{ModelName: "resnet18", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{make([]byte, 4*img), {1, 2}}},
+		{ModelName: "other", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{{1, 2, 3}}},
+	} {
+		b, err := proto.Marshal(r)
+		require.NoError(f, err)
+		f.Add(b)
+		// The raw input first, before the tensor's description.
+		raw := protowire.AppendTag(nil, rawInputField, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, r.RawInputContents[0])
+		r2 := proto.Clone(r).(*v2pb.ModelInferRequest)
+		r2.RawInputContents = r2.RawInputContents[1:]
+		b2, err := proto.Marshal(r2)
+		require.NoError(f, err)
+		f.Add(append(raw, b2...))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var want, got v2pb.ModelInferRequest
+		wantErr := proto.Unmarshal(msg, &want)
+		gotErr := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, &got)
+		for _, b := range got.GetRawInputContents() {
+			if t2, ok := s.model.inputs.claim(b); ok {
+				s.model.inputs.put(t2)
+			}
+		}
+		require.True(t, s.model.inputs.inUse.TryAcquire(s.model.inputs.limit), "a lent buffer was not returned")
+		s.model.inputs.inUse.Release(s.model.inputs.limit)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			return
+		}
+		require.NoError(t, gotErr)
+		want.ProtoReflect().SetUnknown(nil)
+		got.ProtoReflect().SetUnknown(nil)
+		require.True(t, proto.Equal(&want, &got), "codec decoded\n%v\nprotobuf decoded\n%v", &got, &want)
 	})
 }

@@ -52,6 +52,7 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.InitialConnWindowSize(16 << 20),
 		// Reuse a fixed set of goroutines for calls instead of one per call.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		s.codecOption(),
 	}
 }
 
@@ -115,6 +116,18 @@ func (g grpcService) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) 
 }
 
 func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	// The codec may have read the raw input straight into a buffer of the
+	// pool: take it back now, whatever happens next.
+	var lent inference.Tensor
+	haveLent, usedLent := false, false
+	if raws := r.GetRawInputContents(); len(raws) > 0 {
+		lent, haveLent = s.model.inputs.claim(raws[0])
+	}
+	defer func() {
+		if haveLent && !usedLent {
+			s.model.inputs.put(lent)
+		}
+	}()
 	m, err := s.lookup(r.GetModelName(), r.GetModelVersion())
 	if err != nil {
 		return nil, err
@@ -176,13 +189,17 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			return nil, err
 		}
 	} else {
-		if in, err = m.inputs.get(ctx, n, m.imageValues()); err != nil {
-			return nil, err
-		}
-		if raw {
-			widen(in.Data, r.GetRawInputContents()[0], t.GetDatatype(), m.lut, m.height*m.width)
+		if haveLent {
+			in, usedLent = lent, true
 		} else {
-			m.fillTyped(in, t)
+			if in, err = m.inputs.get(ctx, n, m.imageValues()); err != nil {
+				return nil, err
+			}
+			if raw {
+				widen(in.Data, r.GetRawInputContents()[0], t.GetDatatype(), m.lut, m.height*m.width)
+			} else {
+				m.fillTyped(in, t)
+			}
 		}
 		doneIn = func(bool) { m.inputs.put(in) }
 	}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sync/semaphore"
 
@@ -28,10 +29,14 @@ type inputPool struct {
 	idle      map[int][]inference.Tensor // by images
 	order     []int                      // batch sizes of idle tensors, oldest first
 	idleBytes int64
+	// lent holds the tensors the gRPC codec filled, by the address of their
+	// data, until the handler claims them.
+	lent map[unsafe.Pointer]inference.Tensor
 }
 
 func newInputPool(srv *inference.Server, limit int64, reject bool) *inputPool {
-	return &inputPool{srv: srv, inUse: semaphore.NewWeighted(limit), limit: limit, reject: reject, idle: map[int][]inference.Tensor{}}
+	return &inputPool{srv: srv, inUse: semaphore.NewWeighted(limit), limit: limit, reject: reject,
+		idle: map[int][]inference.Tensor{}, lent: map[unsafe.Pointer]inference.Tensor{}}
 }
 
 func tensorBytes(t inference.Tensor) int64 { return 4 * int64(len(t.Data)) }
@@ -46,6 +51,53 @@ func (p *inputPool) get(ctx context.Context, n, values int) (inference.Tensor, e
 	} else if err := p.inUse.Acquire(ctx, size); err != nil {
 		return inference.Tensor{}, err
 	}
+	return p.take(n, size)
+}
+
+// lend returns a tensor of n images if the budget has room now, recorded as
+// lent until claim takes it back by its data's address.
+func (p *inputPool) lend(n, values int) (inference.Tensor, bool) {
+	size := 4 * int64(n) * int64(values)
+	if !p.inUse.TryAcquire(size) {
+		return inference.Tensor{}, false
+	}
+	t, err := p.take(n, size)
+	if err != nil {
+		return inference.Tensor{}, false
+	}
+	p.mu.Lock()
+	p.lent[unsafe.Pointer(unsafe.SliceData(t.Data))] = t
+	p.mu.Unlock()
+	return t, true
+}
+
+// isLent reports whether b is the memory of a lent tensor.
+func (p *inputPool) isLent(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.lent[lentKey(b)]
+	return ok
+}
+
+// claim returns the lent tensor whose data b is, and forgets the loan; the
+// caller owns it (and puts it back) from then on.
+func (p *inputPool) claim(b []byte) (inference.Tensor, bool) {
+	if len(b) == 0 {
+		return inference.Tensor{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.lent[lentKey(b)]
+	if ok && len(b) == 4*len(t.Data) {
+		delete(p.lent, lentKey(b))
+		return t, true
+	}
+	return inference.Tensor{}, false
+}
+
+// take returns an idle tensor of n images or a new one; size bytes of the
+// budget are already acquired for it.
+func (p *inputPool) take(n int, size int64) (inference.Tensor, error) {
 	p.mu.Lock()
 	if l := p.idle[n]; len(l) > 0 {
 		t := l[len(l)-1]

@@ -29,6 +29,7 @@ import (
 // client's send to its answer on the client's clock; req/s and samples/s
 // over the run's wall time.
 func BenchmarkSharedMemory(b *testing.B) {
+	setGC(b)
 	h, w := 32, 32
 	if *benchBackend != "nop" {
 		h, w = 250, 250

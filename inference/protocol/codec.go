@@ -1,0 +1,186 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+)
+
+// inferCodec is the gRPC server's codec. Every message goes through the
+// standard protobuf codec except a ModelInferRequest, whose one FP32 input's
+// raw_input_contents are read from gRPC's receive buffers straight into an
+// input buffer of the model's pool (pinned memory on CUDA), instead of into a
+// new slice that the handler would then copy: one copy of the tensor and no
+// allocation, whatever its size. The handler finds the buffer again with
+// inputPool.claim. Anything else (another model, datatype or shape, a raw
+// input before its tensor's description, a pool with no room) decodes as
+// protobuf would; the handler then copies as usual.
+type inferCodec struct {
+	std encoding.CodecV2
+	s   *Service
+}
+
+func (s *Service) codecOption() grpc.ServerOption {
+	return grpc.ForceServerCodecV2(inferCodec{std: encoding.GetCodecV2("proto"), s: s})
+}
+
+func (c inferCodec) Name() string { return c.std.Name() }
+
+func (c inferCodec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal(v) }
+
+func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*v2pb.ModelInferRequest)
+	if !ok {
+		return c.std.Unmarshal(data, v)
+	}
+	err := c.unmarshalInfer(data.Reader(), r)
+	if err == errUncommon {
+		proto.Reset(r)
+		return c.std.Unmarshal(data, v)
+	}
+	return err
+}
+
+// errUncommon sends a message whose top level holds something this decoder
+// does not read (a group) back to the standard codec.
+var errUncommon = errors.New("protocol: uncommon wire type")
+
+// rawInputField is ModelInferRequest.raw_input_contents's field number.
+const rawInputField = 7
+
+// unmarshalInfer reads the top-level fields of a ModelInferRequest one by
+// one. Fields other than raw_input_contents are gathered and decoded by
+// protobuf; at the first raw input, what came before it (in practice every
+// other field: Go, C++ and Python write fields in number order) is decoded
+// so that the raw bytes can go where the input's description says.
+func (c inferCodec) unmarshalInfer(rd *mem.Reader, r *v2pb.ModelInferRequest) (err error) {
+	defer rd.Close()
+	var rest []byte  // the other fields, still encoded
+	decoded := false // rest so far has been decoded into r
+	var lent [][]byte
+	defer func() {
+		if err != nil {
+			for _, b := range lent {
+				if t, ok := c.s.model.inputs.claim(b); ok {
+					c.s.model.inputs.put(t)
+				}
+			}
+		}
+	}()
+	for rd.Remaining() > 0 {
+		tag, err := readUvarint(rd)
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		if num == rawInputField && typ == protowire.BytesType {
+			n, err := readUvarint(rd)
+			if err != nil {
+				return err
+			}
+			if n > uint64(rd.Remaining()) {
+				return fmt.Errorf("protocol: raw_input_contents of %d bytes in a message with %d left", n, rd.Remaining())
+			}
+			if !decoded {
+				if err := proto.Unmarshal(rest, r); err != nil {
+					return err
+				}
+				rest, decoded = rest[:0], true
+			}
+			dst := c.destination(r, len(r.RawInputContents), int(n))
+			if _, err := io.ReadFull(rd, dst); err != nil {
+				return err
+			}
+			if len(dst) > 0 && c.s.model.inputs.isLent(dst) {
+				lent = append(lent, dst)
+			}
+			r.RawInputContents = append(r.RawInputContents, dst)
+			continue
+		}
+		rest = protowire.AppendVarint(rest, tag)
+		if rest, err = copyField(rest, rd, typ); err != nil {
+			return err
+		}
+	}
+	return proto.UnmarshalOptions{Merge: decoded}.Unmarshal(rest, r)
+}
+
+// destination is where the k-th raw input of n bytes goes: a lent buffer of
+// the pool when it is the model's one FP32 input with a valid shape and
+// exactly its size, else a new slice.
+func (c inferCodec) destination(r *v2pb.ModelInferRequest, k, n int) []byte {
+	m := c.s.model
+	if k != 0 || len(r.GetInputs()) != 1 || !hostLittleEndian || r.GetModelName() != m.name || !m.matches(r.GetModelVersion()) {
+		return make([]byte, n)
+	}
+	t := r.GetInputs()[0]
+	images, err := m.checkInput(t.GetName(), t.GetDatatype(), t.GetShape())
+	if err != nil || t.GetDatatype() != FP32 || n != m.byteSize(images, FP32) || len(t.GetParameters()) > 0 {
+		return make([]byte, n)
+	}
+	in, ok := m.inputs.lend(images, m.imageValues())
+	if !ok {
+		return make([]byte, n)
+	}
+	return floatBytes(in.Data)
+}
+
+func readUvarint(rd *mem.Reader) (uint64, error) {
+	var x uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		b, err := rd.ReadByte()
+		if err != nil {
+			return 0, fmt.Errorf("protocol: truncated varint: %w", err)
+		}
+		x |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, fmt.Errorf("protocol: varint overflows 64 bits")
+}
+
+// copyField appends the value of a field of wire type typ, read from rd, to
+// dst.
+func copyField(dst []byte, rd *mem.Reader, typ protowire.Type) ([]byte, error) {
+	switch typ {
+	case protowire.VarintType:
+		v, err := readUvarint(rd)
+		return protowire.AppendVarint(dst, v), err
+	case protowire.Fixed32Type, protowire.Fixed64Type:
+		size := 4
+		if typ == protowire.Fixed64Type {
+			size = 8
+		}
+		return readN(dst, rd, size)
+	case protowire.BytesType:
+		n, err := readUvarint(rd)
+		if err != nil {
+			return dst, err
+		}
+		if n > uint64(rd.Remaining()) {
+			return dst, fmt.Errorf("protocol: field of %d bytes in a message with %d left", n, rd.Remaining())
+		}
+		return readN(protowire.AppendVarint(dst, n), rd, int(n))
+	}
+	return dst, errUncommon
+}
+
+func readN(dst []byte, rd *mem.Reader, n int) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	_, err := io.ReadFull(rd, dst[start:])
+	return dst, err
+}
+
+// lentKey identifies a lent buffer by the address of its first byte.
+func lentKey(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
