@@ -1,0 +1,121 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/inference/metrics"
+	_ "github.com/inferbench/inferbench/inference/nop" // registers "nop"
+	"github.com/inferbench/inferbench/inference/protocol"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
+
+// The test model: resnet.Tiny (5 classes) at 32x32 on the zero-cost nop
+// back-end, which copies each image's first 5 values to its logits.
+const side = 32
+
+// served is a front door on loopback with a client of each transport.
+type served struct {
+	srv  *inference.Server
+	http *client.HTTPClient
+	grpc *client.GRPCClient
+}
+
+func serve(t *testing.T) *served {
+	t.Helper()
+	srv, err := inference.New(inference.Config{BackendName: "nop", Arch: resnet.Tiny(), Height: side, Width: side, MaxBatch: 4, Batches: []int{1, 4}})
+	require.NoError(t, err)
+	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
+	require.NoError(t, err)
+	svc := protocol.New(model, protocol.Options{SharedMemory: protocol.SharedMemoryLimits{Dir: t.TempDir()}})
+	hs := httptest.NewServer(svc.HTTPHandler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{})...)
+	svc.RegisterGRPC(gs)
+	go gs.Serve(ln)
+	s := &served{srv: srv}
+	s.http, err = client.NewHTTP(hs.URL, client.HTTPOptions{})
+	require.NoError(t, err)
+	s.grpc, err = client.NewGRPC(ln.Addr().String(), client.GRPCOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		s.http.Close()
+		s.grpc.Close()
+		hs.Close()
+		gs.Stop()
+		svc.Close()
+		srv.Close()
+	})
+	return s
+}
+
+// infer sends one request of batch images.
+func infer(t *testing.T, c client.Client, batch int) {
+	t.Helper()
+	in := make([]float32, batch*3*side*side)
+	_, err := c.Infer(context.Background(), &client.InferRequest{Model: "resnet18",
+		Inputs: []client.Tensor{client.FP32("input", []int64{int64(batch), 3, side, side}, in)}})
+	require.NoError(t, err)
+}
+
+func TestModelStatisticsAgreeWithTheServer(t *testing.T) {
+	s := serve(t)
+	for _, tc := range []struct {
+		name string
+		c    interface {
+			client.Client
+			client.Statistics
+		}
+	}{{"http", s.http}, {"grpc", s.grpc}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			before, err := tc.c.ModelStatistics(ctx, "resnet18", "")
+			require.NoError(t, err)
+			require.Len(t, before, 1)
+			infer(t, tc.c, 1)
+			infer(t, tc.c, 4)
+			infer(t, tc.c, 4)
+			after, err := tc.c.ModelStatistics(ctx, "resnet18", "1")
+			require.NoError(t, err)
+			require.Len(t, after, 1)
+			a, b := after[0], before[0]
+			assert.Equal(t, "resnet18", a.Name)
+			assert.Equal(t, "1", a.Version)
+			assert.Equal(t, uint64(9), a.InferenceCount-b.InferenceCount, "images")
+			assert.Equal(t, uint64(3), a.ExecutionCount-b.ExecutionCount, "batches")
+			is, bs := a.InferenceStats, b.InferenceStats
+			assert.Equal(t, uint64(3), is.Success.Count-bs.Success.Count)
+			assert.Greater(t, is.Success.Ns, bs.Success.Ns, "time from arrival to answer")
+			for name, d := range map[string][2]client.StatisticDuration{
+				"queue": {bs.Queue, is.Queue}, "compute_input": {bs.ComputeInput, is.ComputeInput},
+				"compute_infer": {bs.ComputeInfer, is.ComputeInfer}, "compute_output": {bs.ComputeOutput, is.ComputeOutput},
+			} {
+				assert.Equal(t, uint64(3), d[1].Count-d[0].Count, "%s counts each request once", name)
+			}
+
+			// The server's own Stats, read the same way.
+			st := s.srv.Stats()
+			assert.Equal(t, st.Items, a.InferenceCount)
+			assert.Equal(t, st.Batches, a.ExecutionCount)
+			assert.Equal(t, uint64(st.Stages[metrics.Compute].Sum), is.ComputeInfer.Ns)
+
+			all, err := tc.c.ModelStatistics(ctx, "", "")
+			require.NoError(t, err)
+			require.Len(t, all, 1, "every model: this server has one")
+			assert.Equal(t, "resnet18", all[0].Name)
+
+			_, err = tc.c.ModelStatistics(ctx, "no-such-model", "")
+			var e *client.Error
+			require.ErrorAs(t, err, &e)
+		})
+	}
+}
