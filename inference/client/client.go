@@ -17,7 +17,12 @@
 // SharedMemory interface both clients implement): register a region of a
 // POSIX shared-memory object, then send inputs with a Region and ask for
 // outputs in InferRequest.OutputRegions; only the request's header crosses
-// the socket.
+// the socket. CreateSharedMemory makes and maps such an object from Go.
+//
+// Both clients also read a model's statistics (Triton's extension,
+// Statistics), cumulative figures that the server measured itself. A
+// Balancer spreads calls over several servers by least outstanding
+// requests.
 //
 // Both clients reuse connections and are safe for concurrent use; a context
 // bounds every call (its deadline becomes the gRPC deadline).
