@@ -44,6 +44,15 @@ func TestMain(m *testing.M) {
 		if suite.flags.cold {
 			os.Setenv(algoCacheEnv, coldCache)
 		}
+		if len(suite.targets) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := suite.probeTargets(ctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
+				os.Exit(2)
+			}
+		}
 		if exports, err = openExports(suite); err != nil {
 			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
 			os.Exit(2)
@@ -51,6 +60,7 @@ func TestMain(m *testing.M) {
 		suite.printConfig(os.Stdout, suite.deviceConfig())
 	}
 	code := m.Run()
+	removeServeBuild()
 	if exports != nil {
 		if err := exports.close(); err != nil {
 			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
@@ -68,24 +78,35 @@ func flagValue(name string) string {
 	return ""
 }
 
-// point is one server configuration of the matrix.
+// point is one server configuration of the matrix. Under -target only
+// batch applies (remote): the servers have their own configuration.
 type point struct {
 	be                 string
 	batch, workers     int
 	pipe, prec, graphs string
 	devices            int
+	remote             bool
 }
 
 // name is the point's part of a sub-benchmark name.
 func (p point) name() string {
+	if p.remote {
+		return fmt.Sprintf("batch=%d", p.batch)
+	}
 	return fmt.Sprintf("backend=%s/batch=%d/workers=%d/pipeline=%s/precision=%s/graphs=%s/devices=%d",
 		p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
 }
 
 // points returns every configuration of the matrix, batches(be) giving the
-// batch sizes of back-end be.
+// batch sizes of back-end be; under -target, one per batch size.
 func (c *suiteConfig) points(batches func(be string) []int) []point {
 	var out []point
+	if len(c.targets) > 0 {
+		for _, batch := range batches("target") {
+			out = append(out, point{batch: batch, workers: 1, remote: true})
+		}
+		return out
+	}
 	for _, be := range c.backends {
 		for _, batch := range batches(be) {
 			for _, workers := range c.workerCounts() {
@@ -93,7 +114,7 @@ func (c *suiteConfig) points(batches func(be string) []int) []point {
 					for _, prec := range c.precisionsFor(be) {
 						for _, graphs := range c.graphs {
 							for _, devices := range c.devices {
-								out = append(out, point{be, batch, workers, pipe, prec, graphs, devices})
+								out = append(out, point{be: be, batch: batch, workers: workers, pipe: pipe, prec: prec, graphs: graphs, devices: devices})
 							}
 						}
 					}
@@ -134,69 +155,122 @@ func (c *suiteConfig) loadPoints(m loadgen.Mode, workers int) []loadPoint {
 // iteration is one request of batch images under the chosen load, and ns/op
 // is the wall time per request including the final drain (1 / req/s); with
 // -window (and -benchtime 1x) the windows decide the requests, and every
-// figure covers the last three windows.
+// figure covers the last three windows. The transport, last in the name,
+// says how requests reach the server: inproc calls an in-process server;
+// grpc, http, grpc-shm and http-shm go over loopback to `inferbench serve`
+// processes the suite starts (servers= of them at once), or to -target.
 func BenchmarkServer(b *testing.B) {
 	for _, p := range suite.points(suite.batchesFor) {
-		for _, load := range suite.loads {
-			for _, lp := range suite.loadPoints(load, p.workers) {
-				name := p.name() + "/load=" + load.String() + lp.suffix
-				cfg, err := suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
-				if err != nil {
-					b.Fatal(err)
+		for _, servers := range suite.serverCounts() {
+			for _, load := range suite.loads {
+				for _, lp := range suite.loadPoints(load, p.workers*servers) {
+					for _, tr := range suite.transports {
+						if tr == inproc && servers > 1 {
+							continue // one in-process server
+						}
+						name := p.name() + suite.serversPart(servers) + "/load=" + load.String() + lp.suffix + "/transport=" + tr
+						var cfg inference.Config
+						if !p.remote {
+							var err error
+							if cfg, err = suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices); err != nil {
+								b.Fatal(err)
+							}
+						}
+						sb := subBenchFor(b.Name()+"/"+name, cfg)
+						if tr != inproc {
+							sb.wire = &wireSpec{transport: tr, servers: servers, p: p}
+							if load == loadgen.Closed {
+								sb.wire.outstanding = lp.spec.Concurrency
+							}
+						}
+						b.Run(name, func(b *testing.B) { runServer(b, sb, p.batch, lp.spec, nil) })
+						if err := sb.finish(); err != nil {
+							b.Error(err)
+						}
+					}
 				}
-				sb := subBenchFor(b.Name()+"/"+name, cfg)
-				b.Run(name, func(b *testing.B) { runServer(b, sb, p.batch, lp.spec, nil) })
-				sb.finish()
 			}
 		}
 	}
 }
 
-// runServer measures one call of a sub-benchmark on its run's server and
+// runServer measures one call of a sub-benchmark on its run's server(s) and
 // reports the figures; extra, if set, adds figures of its own.
 func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra func(*measurement) []figure) {
-	s := sb.server(b)
-	in, err := s.AllocInput(batch)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.FreeInput(in)
-	rng := rand.New(rand.NewPCG(suite.flags.seed, 99))
-	for i := range in.Data {
-		in.Data[i] = float32(rng.NormFloat64())
-	}
-	t := serverTarget{s: s, in: in}
+	var log *requestLog
 	if exports != nil && exports.reqs != nil {
-		t.log = &requestLog{}
+		log = &requestLog{}
 	}
 	start := func() {
-		t.log.clear() // the warm-up request is not exported
+		log.clear() // the warm-up request is not exported
 		b.ResetTimer()
 	}
-	m, err := measure(context.Background(), s, runSpec{target: t, batch: batch, load: spec, n: b.N, window: suite.window,
-		start: start, stop: b.StopTimer})
+	rs := runSpec{batch: batch, load: spec, n: b.N, window: suite.window, start: start, stop: b.StopTimer}
+	var (
+		view    serverView
+		warm    warmupInfo
+		peakRSS func() int64
+		failed  func() string // more about failed requests
+		after   func() error
+	)
+	if sb.wire == nil {
+		s := sb.server(b)
+		in, err := s.AllocInput(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.FreeInput(in)
+		rng := rand.New(rand.NewPCG(suite.flags.seed, 99))
+		for i := range in.Data {
+			in.Data[i] = float32(rng.NormFloat64())
+		}
+		rs.target = serverTarget{s: s, in: in, log: log}
+		view, warm, peakRSS = inprocView{s}, warmupInfo{known: true, Warmup: s.Warmup()}, sb.peakRSS
+		failed = func() string { return "" }
+		after = func() error {
+			if t := s.Config().Trace; t != nil {
+				return t.WriteFile(traceFile(b.Name()))
+			}
+			return nil
+		}
+	} else {
+		f := sb.fleet(b)
+		rs.target, rs.warm = fleetTarget{f: f, log: log, ids: new(atomic.Uint64)}, f.warmUp
+		view, warm, peakRSS, failed = f, f.warmup(), f.peakRSS, f.describe
+		if f.utilNote != "" && !f.noted {
+			b.Log(f.utilNote)
+			f.noted = true
+		}
+		after = func() error {
+			if f.shm != nil {
+				if n := f.shm.slots.sharedSlots(); n > 0 {
+					b.Logf("%d requests wrote their outputs into a shared-memory slot in use: more were in flight than the %d slots", n, f.shm.slots.n)
+				}
+			}
+			return nil
+		}
+	}
+	m, err := measure(context.Background(), view, rs)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatal(err, failed())
 	}
 	if m.whole.Failed > 0 {
-		b.Fatalf("%d of %d requests failed: %v", m.whole.Failed, m.whole.Sent, m.whole.Errs)
+		b.Fatalf("%d of %d requests failed: %v%s", m.whole.Failed, m.whole.Sent, m.whole.Errs, failed())
 	}
-	figs := figures(&m, s.Warmup(), sb.peakRSS())
+	figs := figures(&m, warm, peakRSS())
 	if extra != nil {
 		figs = append(figs, extra(&m)...)
 	}
 	for _, f := range figs {
 		b.ReportMetric(f.value, f.unit)
 	}
-	run := &exportRun{name: b.Name(), figs: figs, n: m.final.Completed}
-	if t.log != nil {
-		run.reqs = t.log.recs
+	run := &exportRun{name: b.Name(), figs: figs, n: m.final.Completed, answered: m.answered}
+	if log != nil {
+		run.reqs = log.recs
 	}
 	sb.last = run
-	if t := s.Config().Trace; t != nil {
-		if err := t.WriteFile(traceFile(b.Name())); err != nil {
-			b.Fatal(err)
-		}
+	if err := after(); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -219,6 +293,9 @@ func named(word string) bool { return strings.Contains(flagValue("test.bench"), 
 func BenchmarkScenario(b *testing.B) {
 	if !named("Scenario") {
 		b.Skip("scenarios run only when named (-bench Scenario)")
+	}
+	if len(suite.targets) > 0 {
+		b.Skip("-target drives BenchmarkServer only")
 	}
 	for _, sc := range suite.scenarios {
 		batches := func(be string) []int {
@@ -258,7 +335,9 @@ func BenchmarkScenario(b *testing.B) {
 						return []figure{{"valid", valid}}
 					})
 				})
-				sb.finish()
+				if err := sb.finish(); err != nil {
+					b.Error(err)
+				}
 			}
 		}
 	}
@@ -366,6 +445,9 @@ func BenchmarkCapacity(b *testing.B) {
 	if !named("Capacity") {
 		b.Skip("a capacity search takes tens of seconds per configuration: name it to run it (-bench Capacity -benchtime 1x)")
 	}
+	if len(suite.targets) > 0 {
+		b.Skip("-target drives BenchmarkServer only")
+	}
 	batches := suite.batches
 	if batches == nil {
 		batches = []int{1}
@@ -385,7 +467,9 @@ func BenchmarkCapacity(b *testing.B) {
 					}
 					sb := subBenchFor(b.Name()+"/"+name, cfg)
 					b.Run(name, func(b *testing.B) { runCapacity(b, sb, batch) })
-					sb.finish()
+					if err := sb.finish(); err != nil {
+						b.Error(err)
+					}
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ var units = []struct{ name, better string }{
 	{"samples/s", "higher"}, {"req/s", "higher"},
 	{"mean-latency-ns", "lower"}, {"std-latency-ns", "lower"}, {"min-latency-ns", "lower"}, {"max-latency-ns", "lower"},
 	{"p50-latency-ns", "lower"}, {"p90-latency-ns", "lower"}, {"p99-latency-ns", "lower"}, {"p999-latency-ns", "lower"},
-	{"warmup-ns", "lower"}, {"load-ns", "lower"}, {"setup-ns", "lower"}, {"first-ns", "lower"},
+	{"warmup-ns", "lower"}, {"load-ns", "lower"}, {"setup-ns", "lower"}, {"first-ns", "lower"}, {"start-ns", "lower"},
 	{"queue-ns", "lower"}, {"h2d-ns", "lower"}, {"compute-ns", "lower"}, {"d2h-ns", "lower"},
 	{"cpu-util-pct", "higher"}, {"gpu-util-pct", "higher"}, {"gpu-util-samples", "higher"}, {"gpu-busy-pct", "higher"},
 	{"late-pct", "lower"}, {"mean-batch", "higher"}, {"peak-rss-MB", "lower"},
@@ -31,6 +32,9 @@ var units = []struct{ name, better string }{
 // differ make benchstat and the gate keep results apart.
 func (c *suiteConfig) configLines() []backend.KV {
 	f := c.flags
+	if len(c.targets) > 0 {
+		return c.targetLines()
+	}
 	return []backend.KV{
 		{Key: "backend", Value: strings.Join(c.backends, ",")},
 		{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
@@ -43,6 +47,27 @@ func (c *suiteConfig) configLines() []backend.KV {
 		{Key: "window", Value: c.windowLine()},
 		{Key: "cold-start", Value: strconv.FormatBool(f.cold)},
 	}
+}
+
+// targetLines are the config lines of a run against -target servers: what
+// they are and serve, and the suite's own settings that still apply.
+func (c *suiteConfig) targetLines() []backend.KV {
+	var urls []string
+	for _, t := range c.targets {
+		urls = append(urls, t.url)
+	}
+	kv := []backend.KV{{Key: "backend", Value: "target"}, {Key: "target", Value: strings.Join(urls, ",")}}
+	if c.remote != nil {
+		kv = append(kv, backend.KV{Key: "server", Value: c.remote.server})
+	}
+	return append(kv,
+		backend.KV{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
+		backend.KV{Key: "model", Value: c.flags.modelName},
+		backend.KV{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
+		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.seed, 10)},
+		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},
+		backend.KV{Key: "window", Value: c.windowLine()},
+	)
 }
 
 // windowLine describes the measurement windows: "off", or their minimum
@@ -67,6 +92,11 @@ func (c *suiteConfig) printConfig(w io.Writer, device []backend.KV) {
 	for _, u := range units {
 		fmt.Fprintf(w, "Unit %s better=%s\n", u.name, u.better)
 	}
+	if n := slices.Max(c.serverCounts()); n > 1 {
+		for i := range n {
+			fmt.Fprintf(w, "Unit %s better=higher\n", serverUnit(i))
+		}
+	}
 	fmt.Fprintf(w, "Unit %s better=higher\n", c.capacityUnit())
 }
 
@@ -85,6 +115,9 @@ func gpuAvailable() error {
 // deviceConfig returns the GPU's config lines when the suite uses the cuda
 // back-end.
 func (c *suiteConfig) deviceConfig() []backend.KV {
+	if len(c.targets) > 0 {
+		return nil // the targets' machine is not known
+	}
 	for _, be := range c.backends {
 		if be == "cuda" && gpuAvailable() == nil {
 			return gpu.kv

@@ -20,8 +20,8 @@ import (
 // dimension a benchmark name can carry (empty where it has none), the suite's
 // config settings, the requests in the reported interval and every unit.
 var (
-	csvDims   = []string{"backend", "batch", "workers", "pipeline", "precision", "graphs", "devices", "load", "concurrency", "rate", "scenario", "batching"}
-	csvConfig = []string{"model", "size", "checkpoint", "seed", "pinned-input", "poisson", "window", "cold-start", "gomaxprocs"}
+	csvDims   = []string{"backend", "batch", "workers", "pipeline", "precision", "graphs", "devices", "servers", "load", "concurrency", "rate", "transport", "scenario", "batching"}
+	csvConfig = []string{"model", "size", "checkpoint", "seed", "pinned-input", "poisson", "window", "cold-start", "gomaxprocs", "target"}
 )
 
 func csvHeader() []string {
@@ -32,14 +32,16 @@ func csvHeader() []string {
 	for _, u := range units {
 		h = append(h, u.name)
 	}
-	return append(h, "slo", "max-rate-req/s")
+	return append(h, "server-req/s", "slo", "max-rate-req/s")
 }
 
 // requestsHeader is the -requests file's header. Times are nanoseconds from
 // the run's first intended send; stage times are device-timed when
-// device_timed is true, wall-clock otherwise.
+// device_timed is true, wall-clock otherwise. A request to a server over the
+// network has only sent_ns and done_ns (its answer's arrival, on the
+// suite's clock) and server, the index of the server that answered.
 var requestsHeader = []string{"benchmark", "run", "request", "sent_ns", "admitted_ns", "started_ns", "done_ns",
-	"queue_ns", "h2d_ns", "compute_ns", "d2h_ns", "device_timed", "worker", "batch_images", "error"}
+	"queue_ns", "h2d_ns", "compute_ns", "d2h_ns", "device_timed", "worker", "batch_images", "server", "error"}
 
 // curveHeader is the -curve file's header: one row per capacity trial.
 var curveHeader = []string{"benchmark", "run", "search", "slo", "rate_req_s", "sent", "failed", "late", "p50_ns", "slo_percentile_ns", "ok"}
@@ -162,12 +164,15 @@ func (e *exporter) close() error {
 // exportRun is what one call of a sub-benchmark measured, kept until its
 // -count run ends: testing prints only the last call's figures.
 type exportRun struct {
-	name   string
-	figs   []figure // capacity: the searched rate as max-rate-req/s
-	slo    string   // capacity: the objective, as -slo takes it
-	n      int      // requests in the reported interval
-	reqs   []requestRecord
-	trials [][]loadgen.Trial // capacity: one list per search
+	name string
+	figs []figure // capacity: the searched rate as max-rate-req/s
+	slo  string   // capacity: the objective, as -slo takes it
+	n    int      // requests in the reported interval
+	// answered is, over the wire to several servers, each one's responses
+	// (its req/s figure is in figs).
+	answered []uint64
+	reqs     []requestRecord
+	trials   [][]loadgen.Trial // capacity: one list per search
 }
 
 // rowOf returns the -csv row of r for -count run run.
@@ -187,7 +192,13 @@ func (e *exporter) rowOf(r *exportRun, run int) []string {
 	for _, u := range units {
 		row = append(row, vals[u.name])
 	}
-	return append(row, r.slo, vals["max-rate-req/s"])
+	var per []string
+	if len(r.answered) > 1 {
+		for i := range r.answered {
+			per = append(per, vals[serverUnit(i)])
+		}
+	}
+	return append(row, strings.Join(per, ";"), r.slo, vals["max-rate-req/s"])
 }
 
 // requestRows returns the -requests rows of r, in send order.
@@ -211,11 +222,24 @@ func requestRows(r *exportRun, run int) [][]string {
 	for _, rec := range recs {
 		t := rec.timing
 		row := []string{r.name, strconv.Itoa(run), strconv.FormatUint(t.ID, 10), at(t.Sent), at(t.Admitted), at(t.Started), at(t.Done)}
-		if rec.err != nil {
-			row = append(row, "", "", "", "", "", "", "", rec.err.Error())
-		} else {
+		switch {
+		case rec.err != nil:
+			row = append(row, "", "", "", "", "", "", "")
+		case rec.remote: // the server's own times are not known per request
+			row = append(row, "", "", "", "", "", "", "")
+		default:
 			row = append(row, ns(t.Queue), ns(t.CopyIn), ns(t.Compute), ns(t.CopyOut), strconv.FormatBool(t.Device),
-				strconv.Itoa(t.Worker), strconv.Itoa(t.Batch), "")
+				strconv.Itoa(t.Worker), strconv.Itoa(t.Batch))
+		}
+		server := ""
+		if rec.remote {
+			server = strconv.Itoa(rec.server)
+		}
+		row = append(row, server)
+		if rec.err != nil {
+			row = append(row, rec.err.Error())
+		} else {
+			row = append(row, "")
 		}
 		rows = append(rows, row)
 	}

@@ -36,8 +36,20 @@ type suiteFlags struct {
 	windowRequests, maxWindows                                                int
 	stability                                                                 float64
 	scenarios                                                                 string
+	transports, serveBin, modelName, servers                                  string
+	targets                                                                   targetList
 
 	fs *flag.FlagSet // where they were registered
+}
+
+// targetList is -target: URLs, the flag repeated or comma-separated.
+type targetList []string
+
+func (l *targetList) String() string { return strings.Join(*l, ",") }
+
+func (l *targetList) Set(s string) error {
+	*l = append(*l, list(s)...)
+	return nil
 }
 
 // register defines the flags on fs.
@@ -72,6 +84,11 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
+	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory) (default inproc; with -target, the URL's scheme)")
+	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
+	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port, repeated or comma-separated (several are driven at once, least outstanding requests first)")
+	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
+	fs.StringVar(&f.servers, "servers", "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
 // testingFlags are the testing package's flags the suite depends on.
@@ -103,6 +120,29 @@ type suiteConfig struct {
 	slo        loadgen.Bound
 	window     *loadgen.WindowSpec // nil: windows off
 	count      uint                // -test.count
+
+	transports []string     // BenchmarkServer's transports
+	servers    []int        // nil: -servers not given (one server, no servers= in names)
+	targets    []target     // -target: servers to drive instead of starting any
+	remote     *remoteModel // -target: what the targets said of the model (probeTargets)
+}
+
+// Transports.
+const (
+	inproc  = "inproc"
+	grpcT   = "grpc"
+	httpT   = "http"
+	grpcSHM = "grpc-shm"
+	httpSHM = "http-shm"
+)
+
+// shmTransport reports whether tr puts tensors in system shared memory.
+func shmTransport(tr string) bool { return strings.HasSuffix(tr, "-shm") }
+
+// target is one -target URL: its protocol (grpc or http) and address.
+type target struct {
+	url, scheme, addr string
+	local             bool // the host is this machine (loopback or one of its addresses)
 }
 
 // flagError is an invalid flag value: the flag, its value and the rule.
@@ -195,6 +235,9 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	for _, n := range names {
 		s, _ := loadgen.ParseScenario(n)
 		c.scenarios = append(c.scenarios, s)
+	}
+	if err := c.setTransports(f, tf); err != nil {
+		return nil, err
 	}
 	for _, out := range []struct{ name, path string }{{"curve", f.curve}, {"csv", f.csv}, {"requests", f.requests}, {"timeline", f.timeline}} {
 		if out.path == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,10 +44,14 @@ func (t serverTarget) Send(ctx context.Context, at time.Time) (func() error, err
 	}, nil
 }
 
-// requestRecord is what -requests writes of one request.
+// requestRecord is what -requests writes of one request. A remote
+// server's request has only its send and arrival times, on the suite's
+// clock, and the server that answered it.
 type requestRecord struct {
 	timing inference.Timing
 	err    error
+	remote bool
+	server int // remote: the server's index
 }
 
 // requestLog collects the records of one measured run; safe for concurrent
@@ -76,9 +81,11 @@ func (l *requestLog) clear() {
 // the measured interval.
 type runSpec struct {
 	// target receives the warm-up and every counted request: the in-process
-	// server (serverTarget), or a client of a server behind a network front
-	// door.
+	// server (serverTarget), or servers behind a network front door
+	// (fleetTarget).
 	target loadgen.Target
+	// warm, if set, is the warm-up; nil: one request through target.
+	warm   func(context.Context) error
 	batch  int          // images per request
 	load   loadgen.Spec // Warmup is ignored: measure sends its own
 	n      int          // counted requests, when window is nil
@@ -88,21 +95,99 @@ type runSpec struct {
 	start, stop func()
 }
 
-// serverSums are server-side figures over an interval, as sums so that
-// intervals add up.
+// serverView is what measure reads of the servers behind a target.
+type serverView interface {
+	// snapshot returns their cumulative figures now.
+	snapshot(ctx context.Context) (snapshot, error)
+	// sampler returns their utilisation sampler, or nil.
+	sampler() backend.Sampler
+}
+
+// snapshot is the cumulative figures of the servers behind a target, so that
+// two snapshots give an interval's.
+type snapshot struct {
+	// servers holds each server's own figures; nil when the servers offer
+	// none the suite can read.
+	servers []serverSums
+	// answered counts, per server, the responses without error the suite
+	// received (servers over a network); nil in process.
+	answered []uint64
+}
+
+// sub returns s - earlier.
+func (s snapshot) sub(earlier snapshot) snapshot {
+	var d snapshot
+	if s.servers != nil && len(earlier.servers) == len(s.servers) {
+		d.servers = make([]serverSums, len(s.servers))
+		for i := range s.servers {
+			d.servers[i] = s.servers[i].sub(earlier.servers[i])
+		}
+	}
+	if s.answered != nil && len(earlier.answered) == len(s.answered) {
+		d.answered = make([]uint64, len(s.answered))
+		for i := range s.answered {
+			d.answered[i] = s.answered[i] - earlier.answered[i]
+		}
+	}
+	return d
+}
+
+// add adds o, the figures of a later interval, to s.
+func (s *snapshot) add(o snapshot) {
+	if s.servers == nil && s.answered == nil {
+		s.servers = slices.Clone(o.servers)
+		s.answered = slices.Clone(o.answered)
+		return
+	}
+	for i := range min(len(s.servers), len(o.servers)) {
+		s.servers[i].add(o.servers[i])
+	}
+	for i := range min(len(s.answered), len(o.answered)) {
+		s.answered[i] += o.answered[i]
+	}
+}
+
+// inprocView reads an in-process server.
+type inprocView struct{ s *inference.Server }
+
+func (v inprocView) snapshot(context.Context) (snapshot, error) {
+	return snapshot{servers: []serverSums{sumsOf(v.s.Stats())}}, nil
+}
+
+func (v inprocView) sampler() backend.Sampler { return v.s.Sampler() }
+
+// warmedUp forgets the trace of the warm-up.
+func (v inprocView) warmedUp() {
+	if t := v.s.Config().Trace; t != nil {
+		t.Reset()
+	}
+}
+
+// serverSums are server-side figures, cumulative or over an interval, as
+// sums so that intervals add up.
 type serverSums struct {
 	stage          [metrics.NumStages]struct{ n, sum int64 }
 	batches, items uint64
 }
 
-// serverDelta returns what happened between two Stats snapshots.
-func serverDelta(before, after inference.Stats) serverSums {
+// sumsOf returns a server's cumulative figures.
+func sumsOf(st inference.Stats) serverSums {
 	var d serverSums
 	for i := range d.stage {
-		st := after.Stages[i].Sub(before.Stages[i])
-		d.stage[i].n, d.stage[i].sum = int64(st.Count), int64(st.Sum)
+		d.stage[i].n, d.stage[i].sum = int64(st.Stages[i].Count), int64(st.Stages[i].Sum)
 	}
-	d.batches, d.items = after.Batches-before.Batches, after.Items-before.Items
+	d.batches, d.items = st.Batches, st.Items
+	return d
+}
+
+// sub returns d - earlier.
+func (d serverSums) sub(earlier serverSums) serverSums {
+	for i := range d.stage {
+		d.stage[i].n -= earlier.stage[i].n
+		d.stage[i].sum -= earlier.stage[i].sum
+	}
+	d.batches -= earlier.batches
+	d.items -= earlier.items
 	return d
 }
 
@@ -135,30 +220,48 @@ type measurement struct {
 	windowed bool
 	windows  int
 	stable   bool
-	server   serverSums
+	server   serverSums // every server's figures added up
+	answered []uint64   // per server: responses received (servers over a network)
 	util     backend.Utilization
 	hasUtil  bool
 }
 
+// setServers keeps the interval's figures d.
+func (m *measurement) setServers(d snapshot) {
+	m.server = serverSums{}
+	for _, s := range d.servers {
+		m.server.add(s)
+	}
+	m.answered = d.answered
+}
+
 // measure runs one measured run of rs against rs.target, taking the
-// server-side figures from s, the server behind it:
+// server-side figures from view, the servers behind it:
 //
-//  1. one warm-up request, answered before anything is measured (in every
-//     mode alike);
-//  2. a Stats snapshot, the back-end's sampler started, rs.start;
+//  1. the warm-up (rs.warm, or one request), answered before anything is
+//     measured (in every mode alike);
+//  2. a snapshot of the servers' figures, the sampler started, rs.start;
 //  3. the counted requests (rs.n, or windows until stable), every response
 //     waited for, rs.stop;
-//  4. the sampler stopped and Stats differenced over the reported interval.
-func measure(ctx context.Context, s *inference.Server, rs runSpec) (measurement, error) {
+//  4. the sampler stopped and the figures differenced over the reported
+//     interval.
+func measure(ctx context.Context, view serverView, rs runSpec) (measurement, error) {
 	m := measurement{batch: rs.batch, mode: rs.load.Mode}
-	if err := warmUp(ctx, rs.target); err != nil {
+	warm := rs.warm
+	if warm == nil {
+		warm = func(ctx context.Context) error { return warmUp(ctx, rs.target) }
+	}
+	if err := warm(ctx); err != nil {
 		return m, err
 	}
-	if t := s.Config().Trace; t != nil {
-		t.Reset()
+	if w, ok := view.(interface{ warmedUp() }); ok {
+		w.warmedUp()
 	}
-	sampler := s.Sampler()
-	before := s.Stats()
+	sampler := view.sampler()
+	before, err := view.snapshot(ctx)
+	if err != nil {
+		return m, err
+	}
 	if sampler != nil {
 		if err := sampler.Start(); err != nil {
 			return m, fmt.Errorf("starting the utilisation sampler: %w", err)
@@ -170,48 +273,49 @@ func measure(ctx context.Context, s *inference.Server, rs runSpec) (measurement,
 	if rs.start != nil {
 		rs.start()
 	}
-	var err error
-	if rs.window == nil {
-		var g *loadgen.Generator
-		if g, err = loadgen.Start(ctx, t, spec); err != nil {
-			return m, err
-		}
-		for range rs.n {
-			if err = g.Next(); err != nil {
-				break
-			}
-		}
-		m.whole = g.Finish()
-		if rs.stop != nil {
-			rs.stop()
-		}
-		m.final = m.whole.Window()
-		if sampler != nil {
-			m.util, err = stopSampler(sampler, err)
-			m.hasUtil = true
-		}
-		m.server = serverDelta(before, s.Stats())
+	if rs.window != nil {
+		return measureWindows(ctx, view, t, spec, rs, before, sampler)
+	}
+	g, err := loadgen.Start(ctx, t, spec)
+	if err != nil {
 		return m, err
 	}
-	return measureWindows(ctx, s, t, spec, rs, before, sampler)
+	for range rs.n {
+		if err = g.Next(); err != nil {
+			break
+		}
+	}
+	m.whole = g.Finish()
+	if rs.stop != nil {
+		rs.stop()
+	}
+	m.final = m.whole.Window()
+	if sampler != nil {
+		m.util, err = stopSampler(sampler, err)
+		m.hasUtil = true
+	}
+	after, serr := view.snapshot(ctx)
+	m.setServers(after.sub(before))
+	return m, errors.Join(err, serr)
 }
 
 // measureWindows is step 3 and 4 of measure in window mode: server figures
 // and utilisation are taken per window and added up over the last three.
-func measureWindows(ctx context.Context, s *inference.Server, t loadgen.Target, spec loadgen.Spec, rs runSpec,
-	before inference.Stats, sampler backend.Sampler) (measurement, error) {
+func measureWindows(ctx context.Context, view serverView, t loadgen.Target, spec loadgen.Spec, rs runSpec,
+	before snapshot, sampler backend.Sampler) (measurement, error) {
 	m := measurement{batch: rs.batch, mode: rs.load.Mode, windowed: true}
 	var (
-		perServer []serverSums
+		perServer []snapshot
 		perUtil   []backend.Utilization
 		errs      []error
 	)
 	start := before
 	ws := *rs.window
 	ws.OnBoundary = func(i int) {
-		now := s.Stats()
+		now, err := view.snapshot(ctx)
+		errs = append(errs, err)
 		if i >= 0 {
-			perServer = append(perServer, serverDelta(start, now))
+			perServer = append(perServer, now.sub(start))
 		}
 		start = now
 		if sampler != nil {
@@ -239,9 +343,11 @@ func measureWindows(ctx context.Context, s *inference.Server, t loadgen.Target, 
 	}
 	m.final = w.Final()
 	first := len(w.Windows) - min(3, len(w.Windows))
+	var sum snapshot
 	for _, d := range perServer[first:] {
-		m.server.add(d)
+		sum.add(d)
 	}
+	m.setServers(sum)
 	if sampler != nil && len(perUtil) == len(w.Windows) {
 		m.util, m.hasUtil = combineUtil(perUtil[first:], w.Windows[first:]), true
 	}
@@ -306,11 +412,20 @@ type figure struct {
 	value float64
 }
 
+// warmupInfo is what the suite knows of the servers' warm-up: the
+// in-process server's, a started server's (from its log, with the time from
+// its start to serving), or nothing (a -target server).
+type warmupInfo struct {
+	known bool
+	inference.Warmup
+	start time.Duration // from the process's start to serving; 0: in process
+}
+
 // figures returns the metrics of m, in the units table's order, leaving out
 // every figure that was not measured: a stage no request went through, a GPU
 // utilisation without a single NVML sample, a mean batch without batches.
-// warm is the server's warm-up; peakRSS is in bytes (negative: unknown).
-func figures(m *measurement, warm inference.Warmup, peakRSS int64) []figure {
+// peakRSS is in bytes (negative: unknown).
+func figures(m *measurement, warm warmupInfo, peakRSS int64) []figure {
 	var out []figure
 	add := func(unit string, v float64) { out = append(out, figure{unit, v}) }
 	if m.windowed && m.final.Completed > 0 {
@@ -320,6 +435,11 @@ func figures(m *measurement, warm inference.Warmup, peakRSS int64) []figure {
 	}
 	add("samples/s", m.final.Throughput(m.batch))
 	add("req/s", m.final.Throughput(1))
+	if len(m.answered) > 1 && m.final.Elapsed > 0 {
+		for i, n := range m.answered {
+			add(serverUnit(i), float64(n)/m.final.Elapsed.Seconds())
+		}
+	}
 	if m.final.Latency.Count() > 0 {
 		lat := m.final.Latency.Summary()
 		for _, d := range []struct {
@@ -332,10 +452,15 @@ func figures(m *measurement, warm inference.Warmup, peakRSS int64) []figure {
 			add(d.unit, float64(d.v))
 		}
 	}
-	add("warmup-ns", float64(warm.Total()))
-	add("load-ns", float64(warm.Load))
-	add("setup-ns", float64(warm.Setup))
-	add("first-ns", float64(warm.First))
+	if warm.known {
+		add("warmup-ns", float64(warm.Total()))
+		add("load-ns", float64(warm.Load))
+		add("setup-ns", float64(warm.Setup))
+		add("first-ns", float64(warm.First))
+	}
+	if warm.start > 0 {
+		add("start-ns", float64(warm.start))
+	}
 	for _, st := range []struct {
 		stage metrics.Stage
 		unit  string
@@ -387,3 +512,7 @@ func utilFigures(u backend.Utilization) []figure {
 	}
 	return out
 }
+
+// serverUnit is the unit of server i's share of the responses:
+// server0-req/s, server1-req/s...
+func serverUnit(i int) string { return fmt.Sprintf("server%d-req/s", i) }

@@ -1,6 +1,7 @@
 package inferbench_test
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,7 +76,9 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 type subBench struct {
 	name      string
 	cfg       inference.Config
+	wire      *wireSpec // nil: an in-process server
 	srv       *inference.Server
+	fl        *fleet     // the run's servers over the wire
 	run       int        // -count runs started, from 1
 	peakReset bool       // the peak RSS was reset before the run's server was built
 	last      *exportRun // the latest call's figures, exported when the run ends
@@ -115,7 +118,9 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 	if sb.srv != nil && b.N > 1 {
 		return sb.srv
 	}
-	sb.endRun()
+	if err := sb.endRun(); err != nil {
+		b.Fatal(err)
+	}
 	sb.run++
 	if sb.run == 1 && suite.count > 1 && !suite.flags.cold {
 		s, err := startServer(sb.cfg)
@@ -180,8 +185,47 @@ func (sb *subBench) peakRSS() int64 {
 	return p
 }
 
-// endRun exports the finished run's figures and closes its server.
-func (sb *subBench) endRun() {
+// fleet returns the servers of the current -count run of a wire
+// sub-benchmark, as server does for an in-process one: a new run (b.N 1)
+// starts new server processes, preceded in the first run by one unmeasured
+// start under -count above 1 (and without -cold) so that runs start alike.
+// Under -target, a run connects to the running servers again.
+func (sb *subBench) fleet(b *testing.B) *fleet {
+	if sb.fl != nil && b.N > 1 {
+		return sb.fl
+	}
+	if err := sb.endRun(); err != nil {
+		b.Fatal(err)
+	}
+	sb.run++
+	ctx := context.Background()
+	if sb.run == 1 && suite.count > 1 && !suite.flags.cold && len(suite.targets) == 0 {
+		procs, err := startProcs(sb.wire.p, sb.wire.transport, sb.wire.servers)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range procs {
+			if err := p.stop(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	f, err := startFleet(ctx, *sb.wire)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb.fl = f
+	kvs := f.config()
+	if sb.run == 1 {
+		info.print(os.Stdout, kvs)
+	} else if line, changed := info.changed(kvs); changed {
+		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
+	}
+	return f
+}
+
+// endRun exports the finished run's figures and closes its server(s).
+func (sb *subBench) endRun() error {
 	if sb.last != nil {
 		exports.export(sb.last, sb.run)
 		sb.last = nil
@@ -190,12 +234,19 @@ func (sb *subBench) endRun() {
 		sb.srv.Close()
 		sb.srv = nil
 	}
+	if sb.fl != nil {
+		err := sb.fl.close()
+		sb.fl = nil
+		return err
+	}
+	return nil
 }
 
 // finish ends the sub-benchmark after testing has run all its -count runs.
-func (sb *subBench) finish() {
-	sb.endRun()
+func (sb *subBench) finish() error {
+	err := sb.endRun()
 	subBenches.mu.Lock()
 	delete(subBenches.m, sb.name)
 	subBenches.mu.Unlock()
+	return err
 }

@@ -260,9 +260,9 @@ func TestWarmupRequestStaysOutOfEveryFigure(t *testing.T) {
 				s := scriptedServer(t, sc, inference.Config{Workers: 1})
 				defer s.Close()
 				target := serverTarget{s: s, in: inference.NewInput(1, 32, 32)}
-				m, err := measure(context.Background(), s, runSpec{target: target, batch: 1, load: tc.spec, n: 5, window: tc.window})
+				m, err := measure(context.Background(), inprocView{s}, runSpec{target: target, batch: 1, load: tc.spec, n: 5, window: tc.window})
 				require.NoError(t, err)
-				figs := figureMap(figures(&m, s.Warmup(), -1))
+				figs := figureMap(figures(&m, warmupInfo{known: true, Warmup: s.Warmup()}, -1))
 				assert.Equal(t, float64(2*time.Millisecond), figs["compute-ns"], "compute-ns")
 				assert.Equal(t, 1.0, figs["mean-batch"])
 				assert.Equal(t, float64(tc.meanLat), figs["mean-latency-ns"])
@@ -281,7 +281,7 @@ func TestWarmupRequestStaysOutOfEveryFigure(t *testing.T) {
 
 func TestFiguresLeaveOutWhatWasNotMeasured(t *testing.T) {
 	m := measurement{batch: 1, mode: loadgen.Burst}
-	figs := figureMap(figures(&m, inference.Warmup{}, -1))
+	figs := figureMap(figures(&m, warmupInfo{}, -1))
 	for _, unit := range []string{"mean-latency-ns", "p99-latency-ns", "queue-ns", "h2d-ns", "compute-ns", "d2h-ns",
 		"mean-batch", "peak-rss-MB", "late-pct", "cpu-util-pct", "gpu-util-pct", "windows", "stable", "ns/op"} {
 		_, ok := figs[unit]
@@ -289,7 +289,7 @@ func TestFiguresLeaveOutWhatWasNotMeasured(t *testing.T) {
 	}
 	m.mode = loadgen.Open
 	m.final.Sent, m.final.Late = 4, 1
-	assert.Equal(t, 25.0, figureMap(figures(&m, inference.Warmup{}, -1))["late-pct"])
+	assert.Equal(t, 25.0, figureMap(figures(&m, warmupInfo{}, -1))["late-pct"])
 }
 
 func TestPeakRSSForgetsEarlierSubBenchmarks(t *testing.T) {
@@ -349,10 +349,14 @@ func TestRequestRowsAndCurveRows(t *testing.T) {
 			Started: t0.Add(2 * time.Millisecond), Done: t0.Add(5 * time.Millisecond), Queue: 900 * time.Microsecond,
 			CopyIn: 100, Compute: 2 * time.Millisecond, CopyOut: 300, Worker: 1, Batch: 4}},
 		{timing: inference.Timing{ID: 7, Sent: t0}, err: errors.New("worker 0: compute: lost")},
+		{timing: inference.Timing{ID: 9, Sent: t0.Add(2 * time.Millisecond), Done: t0.Add(7 * time.Millisecond)}, remote: true, server: 1},
 	}, slo: "p99=10ms", trials: [][]loadgen.Trial{{{Rate: 100, Sent: 200, P50: time.Millisecond, Quantile: 3 * time.Millisecond, OK: true}}}}
 	assert.Equal(t, [][]string{
-		{"BenchmarkServer/backend=cpu", "2", "7", "0", "", "", "", "", "", "", "", "", "", "", "worker 0: compute: lost"},
-		{"BenchmarkServer/backend=cpu", "2", "8", "1000000", "1100000", "2000000", "5000000", "900000", "100", "2000000", "300", "false", "1", "4", ""},
+		{"BenchmarkServer/backend=cpu", "2", "7", "0", "", "", "", "", "", "", "", "", "", "", "", "worker 0: compute: lost"},
+		{"BenchmarkServer/backend=cpu", "2", "8", "1000000", "1100000", "2000000", "5000000", "900000", "100", "2000000", "300", "false", "1", "4", "", ""},
+		// A remote server's request: its send and answer on the suite's
+		// clock and the server that answered, no stage left at 0.
+		{"BenchmarkServer/backend=cpu", "2", "9", "2000000", "", "", "7000000", "", "", "", "", "", "", "", "1", ""},
 	}, requestRows(run, 2))
 	assert.Equal(t, [][]string{{"BenchmarkServer/backend=cpu", "2", "1", "p99=10ms", "100.0", "200", "0", "0", "1000000", "3000000", "true"}},
 		curveRows(run, 2))
@@ -505,10 +509,10 @@ func TestSuiteBinaryWindowsAndLoadRanges(t *testing.T) {
 		assert.InEpsilon(t, 1e9/value(t, r, "req/s"), value(t, r, "ns/op"), 1e-3, "ns/op (printed to 4 digits) is the windows' time per request")
 	}
 	assert.Equal(t, []string{
-		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=closed/concurrency=1",
-		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=closed/concurrency=2",
-		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=open/rate=200",
-		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=open/rate=400",
+		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=closed/concurrency=1/transport=inproc",
+		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=closed/concurrency=2/transport=inproc",
+		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=open/rate=200/transport=inproc",
+		"/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=open/rate=400/transport=inproc",
 	}, names)
 	assert.Contains(t, stdout, "window: 20ms requests=3 stability=5% compare=throughput,p50 max=4\n")
 }

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package inferbench_test
+
+import "os/exec"
+
+// startChild starts cmd (a child left running if this process dies).
+func startChild(cmd *exec.Cmd) error { return cmd.Start() }

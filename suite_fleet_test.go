@@ -1,0 +1,458 @@
+package inferbench_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/inference/metrics"
+)
+
+// wireSpec is what a sub-benchmark over a wire transport drives.
+type wireSpec struct {
+	transport string // grpc, http, grpc-shm, http-shm
+	servers   int    // servers driven at once
+	p         point  // their configuration (started servers), or only the batch (-target)
+	// outstanding bounds the requests in flight (closed load), or is 0 when
+	// nothing bounds them: it sizes the shared-memory output slots.
+	outstanding int
+}
+
+// fleet is the servers one -count run of a wire sub-benchmark drives: the
+// processes the suite started (none under -target), a client of each, the
+// model they serve and, over shared memory, the regions registered on each.
+// Requests go to the server with the fewest outstanding.
+type fleet struct {
+	spec     wireSpec
+	procs    []*serveProc
+	clients  []wireClient
+	model    remoteModel
+	bal      *client.Balancer
+	answered []atomic.Uint64 // per server: responses without error, since the start
+	plain    *client.InferRequest
+	shm      *shmSet
+	util     backend.Sampler // nil: none
+	gpu      *nvmlSampler    // closed with the fleet
+	// utilNote says why no utilisation is measured, when util is nil;
+	// noted, that a benchmark logged it.
+	utilNote string
+	noted    bool
+}
+
+// startFleet starts (or, under -target, connects to) the servers of spec and
+// prepares the request: its input once, in the suite's memory or in a
+// shared-memory region registered on every server.
+func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
+	f = &fleet{spec: spec}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, f.close())
+			f = nil
+		}
+	}()
+	scheme := schemeOf(spec.transport)
+	var addrs []string
+	if len(suite.targets) > 0 {
+		for _, t := range suite.targets {
+			addrs = append(addrs, t.addr)
+		}
+		f.model = *suite.remote
+	} else {
+		if f.procs, err = startProcs(spec.p, spec.transport, spec.servers); err != nil {
+			return f, err
+		}
+		for _, p := range f.procs {
+			addrs = append(addrs, p.addrs[scheme])
+		}
+	}
+	for _, a := range addrs {
+		c, err := dial(scheme, a)
+		if err != nil {
+			return f, err
+		}
+		f.clients = append(f.clients, c)
+	}
+	if f.procs != nil {
+		if f.model, err = learnModel(ctx, f.clients[0], suite.flags.modelName, suite.h, suite.w); err != nil {
+			return f, err
+		}
+		f.setSampler()
+	}
+	batch := spec.p.batch
+	if err := f.model.checkBatch(batch); err != nil {
+		return f, err
+	}
+	f.answered = make([]atomic.Uint64, len(f.clients))
+	if f.bal, err = client.NewBalancer(len(f.clients)); err != nil {
+		return f, err
+	}
+	shape := []int64{int64(batch), f.model.c, f.model.h, f.model.w}
+	data := make([]float32, batch*int(f.model.c*f.model.h*f.model.w))
+	rng := rand.New(rand.NewPCG(suite.flags.seed, 99)) // the in-process input's values
+	for i := range data {
+		data[i] = float32(rng.NormFloat64())
+	}
+	if !shmTransport(spec.transport) {
+		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{client.FP32(f.model.input, shape, data)}}
+		return f, nil
+	}
+	f.shm, err = newSHMSet(ctx, f, shape, data)
+	return f, err
+}
+
+// startProcs starts n servers of point p for transport at once.
+func startProcs(p point, transport string, n int) ([]*serveProc, error) {
+	bin, err := serveBinary()
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]*serveProc, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range procs {
+		env, err := suite.serveEnv(p, i)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Go(func() { procs[i], errs[i] = startServe(bin, suite.serveArgs(p, transport), env) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, pr := range procs {
+			if pr != nil {
+				pr.kill()
+			}
+		}
+		return nil, err
+	}
+	return procs, nil
+}
+
+// setSampler picks the utilisation the suite can measure of the servers it
+// started: NVML's for the GPUs they use (cuda), else their CPU time.
+func (f *fleet) setSampler() {
+	var pids []int
+	for _, p := range f.procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	if f.spec.p.be != "cuda" {
+		f.util = &procSampler{pids: pids}
+		return
+	}
+	g, err := gpuSampler(pids)
+	if err != nil {
+		f.utilNote = "no GPU utilisation of the servers: " + err.Error()
+		return
+	}
+	f.gpu, f.util = g, g
+}
+
+// sampler is the utilisation sampler, or nil.
+func (f *fleet) sampler() backend.Sampler { return f.util }
+
+// infer sends one request to server i and waits for its answer.
+func (f *fleet) infer(ctx context.Context, i int) error {
+	req := f.plain
+	if f.shm != nil {
+		slot, owned := f.shm.slots.get()
+		defer f.shm.slots.put(slot, owned)
+		req = f.shm.reqs[slot]
+	}
+	_, err := f.clients[i].Infer(ctx, req)
+	if err == nil {
+		f.answered[i].Add(1)
+	}
+	return err
+}
+
+// warmUp sends every server one request and waits for the answers.
+func (f *fleet) warmUp(ctx context.Context) error {
+	for i := range f.clients {
+		if err := f.infer(ctx, i); err != nil {
+			return fmt.Errorf("warm-up request to server %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// snapshot reads the responses received from each server and, where the
+// servers offer the statistics extension, their statistics.
+func (f *fleet) snapshot(ctx context.Context) (snapshot, error) {
+	s := snapshot{answered: make([]uint64, len(f.answered))}
+	for i := range f.answered {
+		s.answered[i] = f.answered[i].Load()
+	}
+	if !f.model.stats {
+		return s, nil
+	}
+	s.servers = make([]serverSums, len(f.clients))
+	for i, c := range f.clients {
+		ms, err := c.ModelStatistics(ctx, f.model.name, "")
+		if err != nil {
+			return s, fmt.Errorf("server %d: statistics: %w", i, err)
+		}
+		for _, m := range ms {
+			if m.Name == f.model.name {
+				s.servers[i].add(sumsOfModel(m))
+			}
+		}
+	}
+	return s, nil
+}
+
+// sumsOfModel maps Triton's statistics onto the suite's server figures:
+// queue, compute_input, compute_infer and compute_output onto the stages,
+// inference_count onto images and execution_count onto batches.
+func sumsOfModel(m client.ModelStatistics) serverSums {
+	var d serverSums
+	is := m.InferenceStats
+	for st, x := range map[metrics.Stage]client.StatisticDuration{
+		metrics.Queue: is.Queue, metrics.CopyIn: is.ComputeInput, metrics.Compute: is.ComputeInfer, metrics.CopyOut: is.ComputeOutput,
+	} {
+		d.stage[st].n, d.stage[st].sum = int64(x.Count), int64(x.Ns)
+	}
+	d.batches, d.items = m.ExecutionCount, m.InferenceCount
+	return d
+}
+
+// warmup is what the suite knows of the servers' warm-up: that of the one
+// that took longest to serve, from its log.
+func (f *fleet) warmup() warmupInfo {
+	if len(f.procs) == 0 {
+		return warmupInfo{}
+	}
+	slow := f.procs[0]
+	for _, p := range f.procs[1:] {
+		if p.ready > slow.ready {
+			slow = p
+		}
+	}
+	return warmupInfo{known: true, Warmup: slow.warm, start: slow.ready}
+}
+
+// peakRSS returns the sum of the started servers' peak resident set sizes
+// in bytes, or -1 when unknown (-target, or no /proc).
+func (f *fleet) peakRSS() int64 {
+	if len(f.procs) == 0 {
+		return -1
+	}
+	var sum int64
+	for _, p := range f.procs {
+		n, err := procPeakRSS(p.cmd.Process.Pid)
+		if err != nil {
+			return -1
+		}
+		sum += n
+	}
+	return sum
+}
+
+// config returns the back-end's config lines the first server logged.
+func (f *fleet) config() []backend.KV {
+	if len(f.procs) == 0 {
+		return nil
+	}
+	return f.procs[0].config
+}
+
+// describe says how the servers fared, for a failed run's message.
+func (f *fleet) describe() string {
+	var b strings.Builder
+	for i, p := range f.procs {
+		select {
+		case <-p.done:
+			fmt.Fprintf(&b, "\nserver %d exited: %v\n%s", i, p.waitErr, p.tail.String())
+		default:
+		}
+	}
+	return b.String()
+}
+
+// close unregisters the shared-memory regions, closes the clients, stops
+// the servers it started and removes the shared-memory objects.
+func (f *fleet) close() error {
+	var errs []error
+	if f.shm != nil {
+		errs = append(errs, f.shm.unregister(f.clients))
+	}
+	for _, c := range f.clients {
+		c.Close()
+	}
+	if f.gpu != nil {
+		errs = append(errs, f.gpu.Close())
+	}
+	stops := make([]error, len(f.procs))
+	var wg sync.WaitGroup
+	for i, p := range f.procs {
+		wg.Go(func() { stops[i] = p.stop() })
+	}
+	wg.Wait()
+	errs = append(errs, stops...)
+	if f.shm != nil {
+		errs = append(errs, f.shm.in.Close(), f.shm.out.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fleetTarget sends the load generator's requests to the fleet, each to the
+// server with the fewest outstanding. With log set, every answer's send and
+// arrival times are kept for -requests.
+type fleetTarget struct {
+	f   *fleet
+	log *requestLog
+	ids *atomic.Uint64
+}
+
+func (t fleetTarget) Send(ctx context.Context, at time.Time) (func() error, error) {
+	i, release := t.f.bal.Acquire()
+	type answer struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() { // waited for by the returned function
+		err := t.f.infer(ctx, i)
+		release()
+		done <- answer{err, time.Now()}
+	}()
+	return func() error {
+		a := <-done
+		if t.log != nil {
+			t.log.add(requestRecord{timing: inference.Timing{ID: t.ids.Add(1), Sent: at, Done: a.at}, err: a.err, remote: true, server: i})
+		}
+		return a.err
+	}, nil
+}
+
+// shmSet is a fleet's shared memory: one input region holding the batch,
+// and one output region of slots, one per request in flight, both
+// registered on every server under the same names.
+type shmSet struct {
+	in, out         *client.SharedMemoryObject
+	inName, outName string
+	reqs            []*client.InferRequest // one per output slot
+	slots           slotPool
+}
+
+var shmSeq atomic.Uint64
+
+// shmOutputBudget bounds the output slots of a load that does not bound the
+// requests in flight (burst and open loads).
+const shmOutputBudget = 256 << 20
+
+// newSHMSet creates and registers f's regions.
+func newSHMSet(ctx context.Context, f *fleet, shape []int64, data []float32) (*shmSet, error) {
+	batch := int(shape[0])
+	outBytes, err := f.model.outputBytes(batch)
+	if err != nil {
+		return nil, err
+	}
+	slots := f.spec.outstanding
+	if slots < 1 {
+		slots = int(min(4096, max(1, shmOutputBudget/outBytes)))
+	}
+	base := fmt.Sprintf("inferbench-suite-%d-%d", os.Getpid(), shmSeq.Add(1))
+	s := &shmSet{inName: base + "-in", outName: base + "-out", slots: slotPool{n: slots}}
+	if s.in, err = client.CreateSharedMemory("/"+s.inName, 4*len(data)); err != nil {
+		return nil, err
+	}
+	if s.out, err = client.CreateSharedMemory("/"+s.outName, int(outBytes)*slots); err != nil {
+		s.in.Close()
+		return nil, err
+	}
+	if err := s.in.PutFloat32s(0, data); err != nil {
+		return s, err
+	}
+	for i, c := range f.clients {
+		for _, r := range []*client.SharedMemoryObject{s.in, s.out} {
+			name := strings.TrimPrefix(r.Key(), "/")
+			if err := c.RegisterSystemSharedMemory(ctx, name, r.Key(), 0, uint64(len(r.Bytes()))); err != nil {
+				return s, fmt.Errorf("server %d: registering shared memory: %w", i, err)
+			}
+		}
+	}
+	f.shm = s // so that close unregisters what was registered
+	inRegion := &client.Region{Name: s.inName, ByteSize: int64(4 * len(data))}
+	for k := range slots {
+		req := &client.InferRequest{Model: f.model.name, OutputRegions: map[string]client.Region{},
+			Inputs: []client.Tensor{{Name: f.model.input, Datatype: "FP32", Shape: shape, Region: inRegion}}}
+		off := int64(k) * outBytes
+		for _, o := range f.model.outputs {
+			n := o.bytesPerImage * int64(batch)
+			req.OutputRegions[o.name] = client.Region{Name: s.outName, Offset: off, ByteSize: n}
+			off += n
+		}
+		s.reqs = append(s.reqs, req)
+	}
+	s.slots.free = make([]int, 0, slots)
+	for k := slots - 1; k >= 0; k-- {
+		s.slots.free = append(s.slots.free, k)
+	}
+	return s, nil
+}
+
+// unregister removes the regions from every server.
+func (s *shmSet) unregister(clients []wireClient) error {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range clients {
+		for _, name := range []string{s.inName, s.outName} {
+			if err := c.UnregisterSystemSharedMemory(ctx, name); err != nil {
+				errs = append(errs, fmt.Errorf("unregistering %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// slotPool hands out output slots: a free one, or, when more requests are
+// in flight than there are slots, one in use (counted in shared: the two
+// requests' outputs land in the same memory, which the suite never reads).
+type slotPool struct {
+	mu     sync.Mutex
+	free   []int
+	n      int
+	next   int
+	shared int
+}
+
+func (p *slotPool) get() (slot int, owned bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if k := len(p.free); k > 0 {
+		slot = p.free[k-1]
+		p.free = p.free[:k-1]
+		return slot, true
+	}
+	p.shared++
+	slot = p.next % p.n
+	p.next++
+	return slot, false
+}
+
+func (p *slotPool) put(slot int, owned bool) {
+	if !owned {
+		return
+	}
+	p.mu.Lock()
+	p.free = append(p.free, slot)
+	p.mu.Unlock()
+}
+
+// sharedSlots returns how many requests had to share a slot so far.
+func (p *slotPool) sharedSlots() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shared
+}

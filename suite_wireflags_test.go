@@ -1,0 +1,207 @@
+package inferbench_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// setTransports checks -transports, -target, -servers, -serve-bin and
+// -model-name.
+func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
+	if f.modelName == "" {
+		return badFlag("model-name", "", "give the model's name")
+	}
+	var err error
+	if c.targets, err = parseTargets(f.targets); err != nil {
+		return err
+	}
+	if len(c.targets) > 0 {
+		// A running server brings its own model and settings.
+		for _, name := range []string{"backends", "workers", "pipelines", "precisions", "graphs", "devices",
+			"checkpoint", "model", "pinned-input", "cold", "servers", "serve-bin"} {
+			if f.isSet(name) {
+				return badFlag(name, flagSetValue(f.fs, name), "-target drives a running server, which has its own settings: give -%s or -target, not both", name)
+			}
+		}
+	}
+	allowed := []string{inproc, grpcT, httpT, grpcSHM, httpSHM}
+	if len(c.targets) > 0 {
+		s := c.targets[0].scheme
+		allowed = []string{s, s + "-shm"}
+	}
+	switch {
+	case f.transports == "":
+		c.transports = allowed[:1]
+	case len(c.targets) > 0:
+		for _, tr := range list(f.transports) {
+			if !slices.Contains(allowed, tr) {
+				return badFlag("transports", f.transports, "a %s:// target is reached over %s, not %q", allowed[0], strings.Join(allowed, " or "), tr)
+			}
+		}
+		c.transports = list(f.transports)
+	default:
+		if c.transports, err = oneOf("transports", f.transports, allowed...); err != nil {
+			return err
+		}
+	}
+	if len(c.transports) == 0 {
+		return badFlag("transports", f.transports, "give at least one of %s", strings.Join(allowed, ", "))
+	}
+	wire := slices.ContainsFunc(c.transports, func(tr string) bool { return tr != inproc })
+	for _, tr := range c.transports {
+		if !shmTransport(tr) {
+			continue
+		}
+		if runtime.GOOS != "linux" {
+			return badFlag("transports", f.transports, "%s needs POSIX shared memory as Linux keeps it (/dev/shm)", tr)
+		}
+		for _, t := range c.targets {
+			if !t.local {
+				return badFlag("transports", f.transports, "%s needs the server on this machine, and target %s is not", tr, t.url)
+			}
+		}
+	}
+	if c.servers, err = positiveInts("servers", f.servers, "servers"); err != nil {
+		return err
+	}
+	if f.isSet("servers") && len(c.servers) == 0 {
+		return badFlag("servers", f.servers, "give at least one number of servers")
+	}
+	if c.servers != nil && !wire {
+		return badFlag("servers", f.servers, "-servers starts server processes: add a wire transport (-transports grpc, http, grpc-shm or http-shm)")
+	}
+	if f.serveBin != "" {
+		st, err := os.Stat(f.serveBin)
+		if err != nil {
+			return badFlag("serve-bin", f.serveBin, "%v", err)
+		}
+		if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return badFlag("serve-bin", f.serveBin, "not an executable file")
+		}
+	} else if wire && len(c.targets) == 0 && tf.bench != "" {
+		if _, err := findGo(); err != nil {
+			return badFlag("serve-bin", "", "the wire transports start inferbench serve, and there is no go command here to build it (%v): "+
+				"build it where Go is, go build [-tags cuda] -o .gpu/inferbench ./cmd/inferbench, carry it and give -serve-bin .gpu/inferbench "+
+				"(the GPU machine has no Go toolchain)", err)
+		}
+	}
+	return nil
+}
+
+// flagSetValue returns the value of flag name in fs.
+func flagSetValue(fs *flag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// findGo returns the go command that builds the server binary.
+var findGo = func() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	return "", errors.New("no go command on PATH or in GOROOT")
+}
+
+// parseTargets checks the -target URLs: grpc:// or http://, host and port,
+// all of one scheme, none twice.
+func parseTargets(raw []string) ([]target, error) {
+	var out []target
+	for _, r := range raw {
+		u, err := url.Parse(r)
+		bad := func(format string, args ...any) error {
+			return badFlag("target", strings.Join(raw, ","), "%q: "+format, append([]any{r}, args...)...)
+		}
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if u.Scheme != grpcT && u.Scheme != httpT {
+			return nil, bad("want grpc://host:port or http://host:port")
+		}
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" || port == "" {
+			return nil, bad("want grpc://host:port or http://host:port, with a port")
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			return nil, bad("want only a scheme, a host and a port")
+		}
+		if len(out) > 0 && u.Scheme != out[0].scheme {
+			return nil, bad("all targets must speak one protocol (%s:// first)", out[0].scheme)
+		}
+		t := target{url: u.Scheme + "://" + u.Host, scheme: u.Scheme, addr: u.Host, local: localHost(host)}
+		if slices.ContainsFunc(out, func(o target) bool { return o.url == t.url }) {
+			return nil, bad("listed twice")
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// localHost reports whether host names this machine: localhost, a loopback
+// address or an address of one of its interfaces (names are resolved).
+func localHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ips := []net.IP{net.ParseIP(host)}
+	if ips[0] == nil {
+		names, err := net.LookupHost(host)
+		if err != nil {
+			return false
+		}
+		ips = ips[:0]
+		for _, n := range names {
+			ips = append(ips, net.ParseIP(n))
+		}
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, ip := range ips {
+		if ip == nil {
+			continue
+		}
+		if ip.IsLoopback() {
+			return true
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serverCounts returns the numbers of servers to drive at once: -servers,
+// the number of -target URLs, or one.
+func (c *suiteConfig) serverCounts() []int {
+	switch {
+	case c.servers != nil:
+		return c.servers
+	case len(c.targets) > 0:
+		return []int{len(c.targets)}
+	}
+	return []int{1}
+}
+
+// serversPart is the servers= part of a sub-benchmark name: present when
+// -servers or -target was given.
+func (c *suiteConfig) serversPart(n int) string {
+	if c.servers == nil && len(c.targets) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("/servers=%d", n)
+}
