@@ -9,9 +9,11 @@ import (
 
 // matrix is a set of benchmark configurations: the cross product of its
 // dimensions. Each dimension is passed to the suite as a comma-separated list
-// flag of the same name.
+// flag of the same name; an empty one (transports, unless set) is not
+// passed, so the suite's default applies.
 type matrix struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads []string
+	transports                                                                []string
 	benchtime                                                                 string // default -test.benchtime (requests per run), e.g. 100x
 	doc                                                                       string
 }
@@ -46,6 +48,14 @@ var matrices = map[string]matrix{
 		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"burst", "closed", "open"},
 		benchtime: "200x",
 	},
+	"transports": {
+		doc:      "one fast GPU setting in process and over every wire transport, closed loop (give -- -serve-bin where Go is missing)",
+		backends: []string{"cuda"}, batches: []string{"1", "32", "256"},
+		workers: []string{"2"}, pipelines: []string{"overlap"},
+		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"closed"},
+		transports: []string{"inproc", "grpc", "http", "grpc-shm", "http-shm"},
+		benchtime:  "200x",
+	},
 }
 
 // dims returns the matrix's dimensions with their flag names, in the order
@@ -60,7 +70,7 @@ func (m *matrix) dims() []struct {
 	}{
 		{"backends", &m.backends}, {"batches", &m.batches}, {"workers", &m.workers},
 		{"pipelines", &m.pipelines}, {"precisions", &m.precisions}, {"graphs", &m.graphs},
-		{"devices", &m.devices}, {"loads", &m.loads},
+		{"devices", &m.devices}, {"loads", &m.loads}, {"transports", &m.transports},
 	}
 }
 
@@ -68,7 +78,7 @@ func (m *matrix) dims() []struct {
 func (m *matrix) size() int {
 	n := 1
 	for _, d := range m.dims() {
-		n *= len(*d.vals)
+		n *= max(1, len(*d.vals)) // an empty dimension is the suite's one default
 	}
 	return n
 }
@@ -77,7 +87,9 @@ func (m *matrix) size() int {
 func (m *matrix) suiteArgs() []string {
 	var args []string
 	for _, d := range m.dims() {
-		args = append(args, "-"+d.name+"="+strings.Join(*d.vals, ","))
+		if len(*d.vals) > 0 {
+			args = append(args, "-"+d.name+"="+strings.Join(*d.vals, ","))
+		}
 	}
 	return args
 }

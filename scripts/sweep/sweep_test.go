@@ -222,3 +222,24 @@ func TestAppendUnreadableCount(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, huge, string(after), "a refused append must leave the file as it was")
 }
+
+func TestSweepPassesTransportsThrough(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in the dry run's output
+	}{
+		{"not given: the suite's default", []string{"-matrix", "cpu-quick"},
+			"4 configurations x 1 runs = 4 results\n<go test -c -tags ''> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1,2 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
+		{"overridden", []string{"-matrix", "cpu-quick", "-transports", "inproc,grpc-shm"},
+			"8 configurations x 1 runs = 8 results\n<go test -c -tags ''> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1,2 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -transports=inproc,grpc-shm\n"},
+		{"the transports matrix", []string{"-matrix", "transports"},
+			"15 configurations x 1 runs = 15 results\n<go test -c -tags 'cuda'> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=200x -backends=cuda -batches=1,32,256 -workers=2 -pipelines=overlap -precisions=fp16 -graphs=on -devices=1 -loads=closed -transports=inproc,grpc,http,grpc-shm,http-shm\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(append(tc.args, "-count", "1", "-n"), &stdout, &stderr), "stderr: %s", stderr.String())
+			assert.Equal(t, tc.want, stdout.String())
+		})
+	}
+}
