@@ -146,7 +146,12 @@ func (f *fleet) setSampler() {
 		pids = append(pids, p.cmd.Process.Pid)
 	}
 	if f.spec.p.be != "cuda" {
-		f.util = &procSampler{pids: pids}
+		ps := &procSampler{pids: pids}
+		if _, err := ps.total(); err != nil {
+			f.utilNote = "no CPU utilisation of the servers: " + err.Error()
+			return
+		}
+		f.util = ps
 		return
 	}
 	g, err := gpuSampler(pids)
