@@ -1,6 +1,7 @@
 package inferbench_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -443,4 +444,73 @@ func TestIgnoreTransportComparesWithOldFiles(t *testing.T) {
 	}
 	assert.Equal(t, row("/transport", old), row("/transport", cur))
 	assert.NotEqual(t, row("", old), row("", cur), "without -ignore they are two benchmarks")
+}
+
+// metadataOnly is a server that answers only metadata calls.
+type metadataOnly struct {
+	wireClient
+	server client.ServerMetadata
+	model  client.ModelMetadata
+}
+
+func (m metadataOnly) ServerMetadata(context.Context) (*client.ServerMetadata, error) {
+	return &m.server, nil
+}
+
+func (m metadataOnly) ModelMetadata(_ context.Context, name, _ string) (*client.ModelMetadata, error) {
+	if name != m.model.Name {
+		return nil, &client.Error{HTTPStatus: 404, Msg: "unknown model " + name}
+	}
+	return &m.model, nil
+}
+
+func TestLearnModelFromMetadata(t *testing.T) {
+	tensor := func(name, dtype string, shape ...int64) client.TensorMetadata {
+		return client.TensorMetadata{Name: name, Datatype: dtype, Shape: shape}
+	}
+	triton := client.ServerMetadata{Name: "triton", Version: "2.50.0", Extensions: []string{"statistics", "system_shared_memory"}}
+	for _, tc := range []struct {
+		name    string
+		server  client.ServerMetadata
+		ins     []client.TensorMetadata
+		outs    []client.TensorMetadata
+		want    remoteModel
+		wantErr string
+	}{
+		{"dynamic size from -size", triton, []client.TensorMetadata{tensor("images", "FP32", -1, 3, -1, -1)},
+			[]client.TensorMetadata{tensor("probs", "FP16", -1, 1000), tensor("label", "INT64", -1, 1)},
+			remoteModel{name: "m", input: "images", fixedBatch: -1, c: 3, h: 64, w: 48, server: "triton 2.50.0", stats: true, shm: true,
+				outputs: []remoteOutput{{"probs", 2000}, {"label", 8}}}, ""},
+		{"fixed batch, no extensions", client.ServerMetadata{Name: "other"}, []client.TensorMetadata{tensor("x", "FP32", 8, 1, 28, 28)},
+			[]client.TensorMetadata{tensor("y", "FP32", 8, -1)},
+			remoteModel{name: "m", input: "x", fixedBatch: 8, c: 1, h: 28, w: 28, server: "other", outputs: []remoteOutput{{"y", -1}}}, ""},
+		{"two inputs", triton, []client.TensorMetadata{tensor("a", "FP32", -1, 3, 8, 8), tensor("b", "FP32", -1, 3, 8, 8)}, nil, remoteModel{},
+			`model "m" has 2 inputs: the suite sends one tensor of images`},
+		{"FP16 input", triton, []client.TensorMetadata{tensor("a", "FP16", -1, 3, 8, 8)}, nil, remoteModel{},
+			`model "m": input "a" is FP16 [-1 3 8 8]: the suite sends FP32 [batch, C, H, W]`},
+		{"no batch dimension", triton, []client.TensorMetadata{tensor("a", "FP32", 3, 8, 8)}, nil, remoteModel{}, `the suite sends FP32 [batch, C, H, W]`},
+		{"no outputs", triton, []client.TensorMetadata{tensor("a", "FP32", -1, 3, 8, 8)}, nil, remoteModel{}, `model "m": metadata lists no output`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := metadataOnly{server: tc.server, model: client.ModelMetadata{Name: "m", Inputs: tc.ins, Outputs: tc.outs}}
+			got, err := learnModel(context.Background(), c, "m", 64, 48)
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	fixed := remoteModel{name: "m", fixedBatch: 8, outputs: []remoteOutput{{"y", -1}}}
+	assert.ErrorContains(t, fixed.checkBatch(1), `model "m" takes batches of 8 images only, not 1 (-batches)`)
+	assert.NoError(t, fixed.checkBatch(8))
+	_, err := fixed.outputBytes(8)
+	assert.ErrorContains(t, err, `output "y" has no fixed size per image, so it cannot be given a shared-memory region`)
+	n, err := remoteModel{outputs: []remoteOutput{{"p", 2000}, {"l", 8}}}.outputBytes(4)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8032), n)
+
+	_, err = learnModel(context.Background(), metadataOnly{model: client.ModelMetadata{Name: "m"}}, "other", 1, 1)
+	assert.ErrorContains(t, err, `model "other": metadata: server answered 404: unknown model other`)
 }
