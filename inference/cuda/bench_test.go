@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gorgonia.org/cu"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/resnet"
@@ -174,7 +173,7 @@ func BenchmarkDevices(b *testing.B) {
 	requireGPU(b)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
-	have, err := cu.NumDevices()
+	have, err := deviceCount()
 	require.NoError(b, err)
 	for _, gpus := range []int{1, 2} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {

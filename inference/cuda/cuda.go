@@ -1,5 +1,16 @@
 // Package cuda is the GPU back-end: it runs a resnet.Model on NVIDIA GPUs with
-// cuDNN and cuBLAS (loaded at run time) through gorgonia.org/cu.
+// cuDNN and cuBLAS.
+//
+// Nothing GPU-related is linked or touched before it is needed: the CUDA
+// driver (libcuda.so.1), cuDNN and cuBLAS are loaded with dlopen, and the
+// driver is initialised, by the first Open or Describe. A program built with
+// -tags cuda therefore starts on a machine without a GPU or driver, and Open
+// and Describe tell it why there is no GPU (an error wrapping backend.ErrNoGPU).
+// The driver is called through package internal/cudadrv rather than
+// gorgonia.org/cu, whose package init calls cuInit and exits the process when
+// that fails, and which links libcuda; gorgonia.org/cu remains only in a
+// test that cross-checks cudadrv's answers against it on a GPU machine
+// (internal/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
 //
 // Open prepares an Engine in steps, each timed as a part of Info().Setup:
 //

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gorgonia.org/cu"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cublas"
@@ -25,9 +24,11 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet/testref"
 )
 
+// requireGPU skips the test, saying why, unless the driver initialises and
+// reports a device.
 func requireGPU(t testing.TB) {
 	t.Helper()
-	if n, err := cu.NumDevices(); err != nil || n == 0 {
+	if _, err := deviceCount(); err != nil {
 		t.Skipf("no CUDA device: %v", err)
 	}
 }
@@ -347,19 +348,18 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestDeviceLost(t *testing.T) {
-	requireGPU(t)
 	tests := []struct {
 		name string
 		err  error
 		want bool
 	}{
-		{"illegal address", cu.IllegalAddress, true},
-		{"launch failed, wrapped", fmt.Errorf("x: %w", cu.LaunchFailed), true},
-		{"out of memory", cu.OutOfMemory, false},
+		{"illegal address", cudadrv.ErrIllegalAddress, true},
+		{"launch failed, wrapped", fmt.Errorf("x: %w", cudadrv.ErrLaunchFailed), true},
+		{"launch timeout", cudadrv.Result(702), true},
+		{"out of memory", cudadrv.ErrOutOfMemory, false},
 		{"cuDNN execution failed", cudnn.Status(5003), true},
 		{"cuDNN bad parameter", cudnn.StatusBadParam, false},
 		{"cuBLAS execution failed", cublas.StatusExecutionFailed, true},
-		{"driver call of ours", cudadrv.ErrIllegalAddress, true},
 	}
 	w := &worker{id: 1, dev: &device{ordinal: 0}}
 	for _, tt := range tests {
@@ -466,4 +466,19 @@ func TestOverlapGoroutines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenWithoutGPU runs where the driver finds no GPU (or there is no
+// driver): Open and Describe fail with errors wrapping backend.ErrNoGPU instead
+// of ending the process.
+func TestOpenWithoutGPU(t *testing.T) {
+	if _, err := deviceCount(); err == nil {
+		t.Skip("this machine has a GPU")
+	}
+	m, err := resnet.New(resnet.Tiny(), 1)
+	require.NoError(t, err)
+	_, err = New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 32, Width: 32})
+	assert.ErrorIs(t, err, backend.ErrNoGPU)
+	_, err = Describe()
+	assert.ErrorIs(t, err, backend.ErrNoGPU)
 }

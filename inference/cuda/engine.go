@@ -11,8 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"gorgonia.org/cu"
-
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cublas"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
@@ -67,10 +65,10 @@ type Engine struct {
 // device is one GPU and its copy of the weights.
 type device struct {
 	ordinal  int
-	dev      cu.Device
-	ctx      cu.CUContext
-	params   cu.DevicePtr // all weights and biases, see network
-	ref      cu.Stream    // idle stream for the busy-time reference events
+	dev      cudadrv.Device
+	ctx      cudadrv.Context
+	params   uintptr        // all weights and biases, see network
+	ref      cudadrv.Stream // idle stream for the busy-time reference events
 	retained bool
 }
 
@@ -128,7 +126,10 @@ func normalise(o backend.Options) (backend.Options, error) {
 
 func (e *Engine) open() error {
 	t0 := time.Now()
-	var err error
+	n, err := deviceCount()
+	if err != nil {
+		return err
+	}
 	if e.dnn, err = cudnn.Load(); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
@@ -137,13 +138,6 @@ func (e *Engine) open() error {
 	}
 	if e.net, err = newNetwork(e.dnn, e.folded, e.opts); err != nil {
 		return err
-	}
-	n, err := cu.NumDevices()
-	if err != nil {
-		return fmt.Errorf("cuda: counting devices: %w (%w)", err, backend.ErrNoGPU)
-	}
-	if n == 0 {
-		return fmt.Errorf("cuda: %w", backend.ErrNoGPU)
 	}
 	byOrdinal := map[int]*device{}
 	for _, ord := range e.opts.Devices {
@@ -219,42 +213,62 @@ func (e *Engine) open() error {
 	return nil
 }
 
+// deviceCount initialises the driver, on first use, and returns the number of
+// devices; an error wraps backend.ErrNoGPU and says what failed.
+func deviceCount() (int, error) {
+	if err := cudadrv.Init(); err != nil {
+		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
+	}
+	n, err := cudadrv.DeviceCount()
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("cuda: %w: the driver reports no device", backend.ErrNoGPU)
+	}
+	return n, nil
+}
+
 // withContext runs f on a locked OS thread with d's context current and
 // restores the thread's previous context.
-func withContext(d *device, f func() error) error {
+func withContext(d *device, f func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	prev, err := cu.CurrentContext()
+	prev, err := cudadrv.CurrentContext()
 	if err != nil {
-		return fmt.Errorf("cuda: current context: %w", err)
+		return fmt.Errorf("cuda: %w", err)
 	}
-	if err := cu.SetCurrentContext(d.ctx); err != nil {
-		return fmt.Errorf("cuda: device %d: set context: %w", d.ordinal, err)
+	if err := cudadrv.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("cuda: device %d: %w", d.ordinal, err)
 	}
-	defer cu.SetCurrentContext(prev)
+	defer func() {
+		if rerr := cudadrv.SetCurrentContext(prev); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("cuda: restoring the thread's context: %w", rerr))
+		}
+	}()
 	return f()
 }
 
 func (e *Engine) openDevice(ord int) (*device, error) {
-	dev, err := cu.GetDevice(ord)
+	dev, err := cudadrv.GetDevice(ord)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	ctx, err := dev.RetainPrimaryContext()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", ord, err)
-	}
-	ctx, err := dev.RetainPrimaryCtx()
-	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: retain primary context: %w", ord, err)
 	}
 	d := &device{ordinal: ord, dev: dev, ctx: ctx, retained: true}
 	err = withContext(d, func() error {
 		var err error
-		if d.ref, err = cu.MakeStream(cu.NonBlocking); err != nil {
-			return fmt.Errorf("cuda: device %d: stream: %w", ord, err)
+		if d.ref, err = cudadrv.NewStream(); err != nil {
+			return fmt.Errorf("cuda: device %d: %w", ord, err)
 		}
 		params := e.net.params
-		if d.params, err = cu.MemAlloc(int64(len(params))); err != nil {
-			return fmt.Errorf("cuda: device %d: %d bytes for weights: %w", ord, len(params), err)
+		if d.params, err = cudadrv.MemAlloc(len(params)); err != nil {
+			return fmt.Errorf("cuda: device %d: weights: %w", ord, err)
 		}
-		if err := cu.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), int64(len(params))); err != nil {
+		if err := cudadrv.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), len(params)); err != nil {
 			return fmt.Errorf("cuda: device %d: upload weights: %w", ord, err)
 		}
 		return nil
@@ -264,22 +278,22 @@ func (e *Engine) openDevice(ord int) (*device, error) {
 
 func (d *device) close() error {
 	var errs []error
-	if d.params != 0 || d.ref != (cu.Stream{}) {
+	if d.params != 0 || !d.ref.IsZero() {
 		errs = append(errs, withContext(d, func() error {
 			var errs []error
 			if d.params != 0 {
-				errs = append(errs, cu.MemFree(d.params))
+				errs = append(errs, cudadrv.MemFree(d.params))
 				d.params = 0
 			}
-			if d.ref != (cu.Stream{}) {
+			if !d.ref.IsZero() {
 				errs = append(errs, d.ref.Destroy())
-				d.ref = cu.Stream{}
+				d.ref = cudadrv.Stream{}
 			}
 			return errors.Join(errs...)
 		}))
 	}
 	if d.retained {
-		errs = append(errs, d.dev.ReleasePrimaryCtx())
+		errs = append(errs, d.dev.ReleasePrimaryContext())
 		d.retained = false
 	}
 	return errors.Join(errs...)
@@ -407,15 +421,21 @@ func (e *Engine) pinned(p []float32) bool {
 // Describe returns config lines for device 0 without opening an engine: gpu,
 // driver, cuda (driver API version), cudnn and cublas.
 func Describe() ([]backend.KV, error) {
-	n, err := cu.NumDevices()
-	if err != nil || n == 0 {
-		return nil, fmt.Errorf("cuda: no device (%v): %w", err, backend.ErrNoGPU)
+	if _, err := deviceCount(); err != nil {
+		return nil, err
 	}
-	name, err := cu.Device(0).Name()
+	d, err := cudadrv.GetDevice(0)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: device name: %w", err)
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	v := cu.Version()
+	name, err := d.Name()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	v, err := cudadrv.DriverVersion()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
 	kv := []backend.KV{{Key: "gpu", Value: name}}
 	if drv, err := nvml.DriverVersion(); err == nil {
 		kv = append(kv, backend.KV{Key: "driver", Value: drv})
@@ -438,13 +458,6 @@ func Describe() ([]backend.KV, error) {
 
 // deviceLost reports whether err leaves a CUDA context unusable.
 func deviceLost(err error) bool {
-	for _, r := range []error{cu.IllegalAddress, cu.LaunchFailed, cu.LaunchTimeout, cu.HardwareStackError,
-		cu.IllegalInstruction, cu.MisalignedAddress, cu.InvalidAddressSpace, cu.InvalidPc,
-		cu.EccUncorrectable, cu.ContextIsDestroyed, cu.Unknown} {
-		if errors.Is(err, r) {
-			return true
-		}
-	}
 	var r cudadrv.Result
 	if errors.As(err, &r) && cudadrv.Sticky(int(r)) {
 		return true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 )
 
@@ -166,13 +167,16 @@ func (e *Engine) prepare() (uintptr, error) {
 	if err != nil {
 		e.cacheErr = err
 	}
-	gpu, _ := w.dev.dev.Name()
+	gpu, err := w.dev.dev.Name()
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %w", err)
+	}
 	prefix := fmt.Sprintf("%s|cudnn %d|%s|", gpu, e.dnn.Version(), e.opts.Precision)
-	err = withContext(w.dev, func() error {
+	err = withContext(w.dev, func() (err error) {
 		var find uintptr
 		defer func() {
 			if find != 0 {
-				freeDevice(find)
+				err = errors.Join(err, cudadrv.MemFree(find))
 			}
 		}()
 		seen := map[shapeKey]choice{}

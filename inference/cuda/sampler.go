@@ -8,9 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"gorgonia.org/cu"
-
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/nvml"
 )
 
@@ -29,7 +28,7 @@ type sampler struct {
 	spans  [][][2]float64 // per device: compute intervals in ms after the reference
 }
 
-type refEvents struct{ start, end cu.Event }
+type refEvents struct{ start, end cudadrv.Event }
 
 func newSampler(e *Engine) *sampler {
 	s := &sampler{e: e, refs: make([]refEvents, len(e.devices)), spans: make([][][2]float64, len(e.devices))}
@@ -44,9 +43,12 @@ func newSampler(e *Engine) *sampler {
 func openNVML(devs []*device) (*nvml.Sampler, error) {
 	gpus := make([]nvml.PCI, len(devs))
 	for i, d := range devs {
-		v, err := d.dev.Attributes(cu.PciDomainID, cu.PciBusID, cu.PciDeviceID)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: device %d: PCI location: %w", d.ordinal, err)
+		var v [3]int
+		for k, a := range []cudadrv.Attribute{cudadrv.PCIDomainID, cudadrv.PCIBusID, cudadrv.PCIDeviceID} {
+			var err error
+			if v[k], err = d.dev.Attribute(a); err != nil {
+				return nil, fmt.Errorf("cuda: device %d: PCI location: %w", d.ordinal, err)
+			}
 		}
 		gpus[i] = nvml.PCI{Domain: uint32(v[0]), Bus: uint32(v[1]), Device: uint32(v[2])}
 	}
@@ -65,12 +67,12 @@ func (s *sampler) Start() error {
 	for i, d := range s.e.devices {
 		err := withContext(d, func() error {
 			r := &s.refs[i]
-			if r.start == (cu.Event{}) {
+			if r.start.IsZero() {
 				var err error
-				if r.start, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+				if r.start, err = cudadrv.NewEvent(); err != nil {
 					return err
 				}
-				if r.end, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+				if r.end, err = cudadrv.NewEvent(); err != nil {
 					return err
 				}
 			}
@@ -102,10 +104,10 @@ func (s *sampler) record(w *worker, sl *slot) {
 	}
 	i := s.deviceIndex(w.dev)
 	r := s.refs[i]
-	a, err1 := r.start.Elapsed(sl.evComp0)
-	b, err2 := r.start.Elapsed(sl.evComp1)
+	a, err1 := sl.evComp0.Since(r.start)
+	b, err2 := sl.evComp1.Since(r.start)
 	if err1 == nil && err2 == nil {
-		s.spans[i] = append(s.spans[i], [2]float64{a, b})
+		s.spans[i] = append(s.spans[i], [2]float64{a.Seconds() * 1e3, b.Seconds() * 1e3})
 	}
 }
 
@@ -130,8 +132,8 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 			if err := r.end.Synchronize(); err != nil {
 				return err
 			}
-			var err error
-			total, err = r.start.Elapsed(r.end)
+			d, err := r.end.Since(r.start)
+			total = d.Seconds() * 1e3
 			return err
 		}))
 		if total > 0 {
@@ -156,9 +158,9 @@ func (s *sampler) close() error {
 	}
 	for i, d := range s.e.devices {
 		r := &s.refs[i]
-		if r.start != (cu.Event{}) {
+		if !r.start.IsZero() {
 			errs = append(errs, withContext(d, func() error {
-				return errors.Join(cu.DestroyEvent(&r.start), cu.DestroyEvent(&r.end))
+				return errors.Join(r.start.Destroy(), r.end.Destroy())
 			}))
 		}
 	}

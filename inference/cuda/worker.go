@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 	"unsafe"
-
-	"gorgonia.org/cu"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cublas"
@@ -25,7 +22,7 @@ type worker struct {
 	id  int
 	dev *device
 
-	in, comp, out cu.Stream // the same stream in the Serial pipeline
+	in, comp, out cudadrv.Stream // the same stream in the Serial pipeline
 	overlap       bool
 	dnn           cudnn.Handle
 	blas          cublas.Handle
@@ -54,24 +51,27 @@ type slot struct {
 	n      int       // images copied in
 
 	// Events: copy-in start/end, compute start/end, copy-out start/end.
-	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1 cu.Event
+	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1 cudadrv.Event
+}
+
+// events lists the slot's events, for making and destroying them.
+func (s *slot) events() []*cudadrv.Event {
+	return []*cudadrv.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1}
 }
 
 func (d *device) param(off int) uintptr { return uintptr(d.params) + uintptr(off) }
 
+// allocDevice returns bytes of zeroed device memory in the current context.
 func allocDevice(bytes int) (uintptr, error) {
-	p, err := cu.MemAlloc(int64(bytes))
+	p, err := cudadrv.MemAlloc(bytes)
 	if err != nil {
-		return 0, fmt.Errorf("%d bytes of device memory: %w", bytes, err)
-	}
-	if err := cu.MemsetD8(p, 0, int64(bytes)); err != nil {
-		_ = cu.MemFree(p)
 		return 0, err
 	}
-	return uintptr(p), nil
+	if err := cudadrv.MemsetD8(p, 0, bytes); err != nil {
+		return 0, errors.Join(err, cudadrv.MemFree(p))
+	}
+	return p, nil
 }
-
-func freeDevice(p uintptr) { _ = cu.MemFree(cu.DevicePtr(p)) }
 
 func hostFloats(n int) ([]float32, error) {
 	p, err := cudadrv.HostAlloc(4 * n)
@@ -99,28 +99,28 @@ func (w *worker) alloc(bytes int) (uintptr, error) {
 func (w *worker) init() error {
 	o, net := w.e.opts, w.e.net
 	var err error
-	if w.comp, err = cu.MakeStream(cu.NonBlocking); err != nil {
+	if w.comp, err = cudadrv.NewStream(); err != nil {
 		return err
 	}
 	w.in, w.out = w.comp, w.comp
 	if w.overlap {
-		if w.in, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		if w.in, err = cudadrv.NewStream(); err != nil {
 			return err
 		}
-		if w.out, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		if w.out, err = cudadrv.NewStream(); err != nil {
 			return err
 		}
 	}
 	if w.dnn, err = w.e.dnn.Create(); err != nil {
 		return err
 	}
-	if err := w.dnn.SetStream(unsafe.Pointer(w.comp.C())); err != nil {
+	if err := w.dnn.SetStream(w.comp.Pointer()); err != nil {
 		return err
 	}
 	if w.blas, err = w.e.blas.Create(); err != nil {
 		return err
 	}
-	if err := w.blas.SetStream(unsafe.Pointer(w.comp.C())); err != nil {
+	if err := w.blas.SetStream(w.comp.Pointer()); err != nil {
 		return err
 	}
 	math := cublas.DefaultMath
@@ -177,8 +177,8 @@ func (w *worker) init() error {
 		if s.out, err = hostFloats(b * net.classes); err != nil {
 			return err
 		}
-		for _, ev := range []*cu.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1} {
-			if *ev, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+		for _, ev := range s.events() {
+			if *ev, err = cudadrv.NewEvent(); err != nil {
 				return err
 			}
 		}
@@ -193,7 +193,7 @@ const blasWorkspace = 32 << 20
 // into a CUDA graph, then replays each once.
 func (w *worker) capture() error {
 	return withContext(w.dev, func() error {
-		stream := unsafe.Pointer(w.comp.C())
+		stream := w.comp
 		w.graphs = make([]map[int]cudadrv.Exec, len(w.slots))
 		for i := range w.slots {
 			s := &w.slots[i]
@@ -248,26 +248,27 @@ func (w *worker) warm() error {
 func (w *worker) close() error {
 	return withContext(w.dev, func() error {
 		var errs []error
-		if w.comp != (cu.Stream{}) {
+		if !w.comp.IsZero() {
 			errs = append(errs, w.comp.Synchronize())
 		}
 		if w.overlap {
-			for _, s := range []*cu.Stream{&w.in, &w.out} {
-				if *s != (cu.Stream{}) {
+			for _, s := range []cudadrv.Stream{w.in, w.out} {
+				if !s.IsZero() {
 					errs = append(errs, s.Synchronize(), s.Destroy())
 				}
 			}
 		}
 		errs = append(errs, w.dnn.Destroy(), w.blas.Destroy())
-		if w.comp != (cu.Stream{}) {
+		if !w.comp.IsZero() {
 			errs = append(errs, w.comp.Destroy())
 		}
-		w.in, w.comp, w.out = cu.Stream{}, cu.Stream{}, cu.Stream{}
+		w.in, w.comp, w.out = cudadrv.Stream{}, cudadrv.Stream{}, cudadrv.Stream{}
 		for i := range w.slots {
 			s := &w.slots[i]
-			for _, ev := range []*cu.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1} {
-				if *ev != (cu.Event{}) {
-					errs = append(errs, cu.DestroyEvent(ev))
+			for _, ev := range s.events() {
+				if !ev.IsZero() {
+					errs = append(errs, ev.Destroy())
+					*ev = cudadrv.Event{}
 				}
 			}
 			for _, h := range [][]float32{s.stage, s.out} {
@@ -284,7 +285,7 @@ func (w *worker) close() error {
 		}
 		w.graphs = nil
 		for _, p := range w.mem {
-			freeDevice(p)
+			errs = append(errs, cudadrv.MemFree(p))
 		}
 		w.mem = nil
 		return errors.Join(errs...)
@@ -296,7 +297,7 @@ func (w *worker) close() error {
 // unlocks the thread again and returns the driver's error.
 func (w *worker) Bind() (release func(), err error) {
 	runtime.LockOSThread()
-	if err := cu.SetCurrentContext(w.dev.ctx); err != nil {
+	if err := cudadrv.SetCurrentContext(w.dev.ctx); err != nil {
 		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("cuda: making device %d's context current: %w", w.dev.ordinal, err)
 	}
@@ -346,7 +347,7 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 			return nil
 		}
 		w.wg.Wait()
-		err := cu.MemcpyHtoDAsync(cu.DevicePtr(s.in+uintptr(4*run)), unsafe.Pointer(&s.stage[run]), int64(4*(off-run)), w.in)
+		err := cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*run), unsafe.Pointer(&s.stage[run]), 4*(off-run), w.in)
 		run = -1
 		return err
 	}
@@ -354,7 +355,7 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 		if dLen == 0 {
 			return nil
 		}
-		err := cu.MemcpyHtoDAsync(cu.DevicePtr(s.in+uintptr(4*dOff)), dSrc, int64(4*dLen), w.in)
+		err := cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*dOff), dSrc, 4*dLen, w.in)
 		dLen = 0
 		return err
 	}
@@ -411,7 +412,7 @@ func (w *worker) Compute(slot, n int) error {
 		return err
 	}
 	if w.overlap {
-		if err := w.comp.Wait(s.evIn1, 0); err != nil {
+		if err := w.comp.WaitEvent(s.evIn1); err != nil {
 			return w.wrap("compute", err)
 		}
 	}
@@ -424,7 +425,7 @@ func (w *worker) Compute(slot, n int) error {
 		graph, ok = w.graphs[slot][n]
 	}
 	if ok {
-		if err := graph.Launch(unsafe.Pointer(w.comp.C())); err != nil {
+		if err := graph.Launch(w.comp); err != nil {
 			return w.wrap("compute", err)
 		}
 	} else if err := w.forward(p, s.in, s.outDev); err != nil {
@@ -440,15 +441,15 @@ func (w *worker) CopyOut(slot, n int) error {
 		return fmt.Errorf("cuda: copy out %d images", n)
 	}
 	if w.overlap {
-		if err := w.out.Wait(s.evComp1, 0); err != nil {
+		if err := w.out.WaitEvent(s.evComp1); err != nil {
 			return w.wrap("copy-out", err)
 		}
 	}
 	if err := s.evOut0.Record(w.out); err != nil {
 		return w.wrap("copy-out", err)
 	}
-	bytes := int64(4 * n * w.e.net.classes)
-	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&s.out[0]), cu.DevicePtr(s.outDev), bytes, w.out); err != nil {
+	bytes := 4 * n * w.e.net.classes
+	if err := cudadrv.MemcpyDtoHAsync(unsafe.Pointer(&s.out[0]), s.outDev, bytes, w.out); err != nil {
 		return w.wrap("copy-out", err)
 	}
 	return w.wrap("copy-out", s.evOut1.Record(w.out))
@@ -461,15 +462,11 @@ func (w *worker) Wait(slot int) (backend.Times, error) {
 	if err := s.evOut1.Synchronize(); err != nil {
 		return backend.Times{}, w.wrap("wait", err)
 	}
-	ms := func(a, b cu.Event) (time.Duration, error) {
-		v, err := a.Elapsed(b)
-		return time.Duration(v * float64(time.Millisecond)), err
-	}
 	var t backend.Times
 	var e1, e2, e3 error
-	t.H2D, e1 = ms(s.evIn0, s.evIn1)
-	t.Compute, e2 = ms(s.evComp0, s.evComp1)
-	t.D2H, e3 = ms(s.evOut0, s.evOut1)
+	t.H2D, e1 = s.evIn1.Since(s.evIn0)
+	t.Compute, e2 = s.evComp1.Since(s.evComp0)
+	t.D2H, e3 = s.evOut1.Since(s.evOut0)
 	if err := errors.Join(e1, e2, e3); err != nil {
 		return t, w.wrap("event times", err)
 	}

@@ -15,12 +15,13 @@ const (
 	ErrStreamCaptureInv Result = 901
 )
 
-// Error returns "cudadrv: CUDA_ERROR_NAME (CODE)".
+// Error returns "CUDA_ERROR_NAME (CODE)" (the name once the driver is
+// loaded), or "CUDA error CODE". Callers wrap it with the operation.
 func (r Result) Error() string {
 	if n := errName(r); n != "" {
-		return fmt.Sprintf("cudadrv: %s (%d)", n, int(r))
+		return fmt.Sprintf("%s (%d)", n, int(r))
 	}
-	return fmt.Sprintf("cudadrv: CUDA error %d", int(r))
+	return fmt.Sprintf("CUDA error %d", int(r))
 }
 
 // Sticky reports whether code leaves the CUDA context unusable (memory faults,

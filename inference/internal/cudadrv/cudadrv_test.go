@@ -1,0 +1,145 @@
+//go:build cuda && linux && cgo
+
+package cudadrv
+
+import (
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference/internal/dl"
+)
+
+func TestSymbolNames(t *testing.T) {
+	names := symbolNames()
+	seen := map[string]bool{}
+	for _, n := range names {
+		assert.False(t, seen[n], "symbol %s listed twice", n)
+		seen[n] = true
+	}
+	// cuda.h maps these API names to versioned symbols; a program linked
+	// against the headers calls the versioned ones, and so must we.
+	for _, want := range []string{"cuInit", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2",
+		"cuStreamBeginCapture_v2", "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuDevicePrimaryCtxRelease_v2",
+		"cuDeviceTotalMem_v2", "cuLaunchHostFunc", "cuGraphUpload", "cuMemHostRegister_v2", "cuMemHostUnregister"} {
+		assert.True(t, seen[want], "symbol table lacks %s: %v", want, names)
+	}
+	assert.False(t, seen["cuMemAlloc"], "unversioned cuMemAlloc would be the CUDA 3.1 ABI")
+}
+
+func TestLoadMissingLibrary(t *testing.T) {
+	err := load([]string{"libcuda-not-there.so.1"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "libcuda-not-there.so.1")
+}
+
+// TestLoadDriverLibrary resolves the whole table in the driver library of this
+// machine, when it has one: with a GPU or not, every symbol must be there.
+func TestLoadDriverLibrary(t *testing.T) {
+	lib, err := dl.Open(libraries...)
+	if err != nil {
+		t.Skipf("no driver library here: %v", err)
+	}
+	require.NoError(t, lib.Close())
+	require.NoError(t, load(libraries))
+}
+
+func TestInitOnce(t *testing.T) {
+	first := Init()
+	second := Init()
+	assert.Equal(t, first, second, "Init returns the first call's result")
+	if first != nil {
+		t.Logf("no usable driver: %v", first)
+		return
+	}
+	n, err := DeviceCount()
+	require.NoError(t, err)
+	assert.Positive(t, n, "cuInit succeeded, so there is a device")
+}
+
+// onDevice runs f on a locked thread with device 0's primary context current,
+// or skips the test when there is no usable GPU.
+func onDevice(t *testing.T, f func(d Device)) {
+	t.Helper()
+	if err := Init(); err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	d, err := GetDevice(0)
+	require.NoError(t, err)
+	ctx, err := d.RetainPrimaryContext()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.ReleasePrimaryContext()) }()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	require.NoError(t, SetCurrentContext(ctx))
+	defer func() { require.NoError(t, SetCurrentContext(Context{})) }()
+	f(d)
+}
+
+func TestDeviceCopies(t *testing.T) {
+	onDevice(t, func(d Device) {
+		name, err := d.Name()
+		require.NoError(t, err)
+		mem, err := d.TotalMem()
+		require.NoError(t, err)
+		major, err := d.Attribute(ComputeCapabilityMajor)
+		require.NoError(t, err)
+		t.Logf("%s, %d MiB, compute capability %d", name, mem>>20, major)
+		assert.NotEmpty(t, name)
+		assert.Positive(t, mem)
+
+		const n = 1 << 20
+		host, err := HostAlloc(4 * n)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, HostFree(host)) }()
+		src := unsafe.Slice((*float32)(host), n)
+		for i := range src {
+			src[i] = float32(i)
+		}
+		dev, err := MemAlloc(4 * n)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, MemFree(dev)) }()
+		s, err := NewStream()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.Destroy()) }()
+		require.NoError(t, MemcpyHtoDAsync(dev, host, 4*n, s))
+		back := make([]float32, n)
+		require.NoError(t, MemcpyDtoHAsync(unsafe.Pointer(&back[0]), dev, 4*n, s))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, src, back)
+	})
+}
+
+// TestGate checks that work behind a gate waits for Open, and that events time
+// what ran after it.
+func TestGate(t *testing.T) {
+	onDevice(t, func(d Device) {
+		s, err := NewStream()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.Destroy()) }()
+		before, err := NewEvent()
+		require.NoError(t, err)
+		after, err := NewEvent()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, before.Destroy()); require.NoError(t, after.Destroy()) }()
+
+		g, err := HoldStream(s)
+		require.NoError(t, err)
+		require.NoError(t, before.Record(s))
+		require.NoError(t, after.Record(s))
+		time.Sleep(50 * time.Millisecond)
+		done, err := after.Done()
+		require.NoError(t, err)
+		assert.False(t, done, "an event behind a closed gate completed")
+		require.NoError(t, g.Open())
+		require.NoError(t, after.Synchronize())
+		g.Free()
+		span, err := after.Since(before)
+		require.NoError(t, err)
+		assert.Less(t, span, time.Millisecond, "two events back to back after the gate")
+	})
+}
