@@ -12,7 +12,7 @@
 // test that cross-checks cudadrv's answers against it on a GPU machine
 // (internal/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
 //
-// Open prepares an Engine in steps, each timed as a part of Info().Setup:
+// Open prepares a backend.Engine in steps, each timed as a part of Info().Setup:
 //
 //  1. init: load cuDNN and cuBLAS, retain each device's primary context and
 //     upload the folded model (batch-norm folded into convolution weight and
@@ -55,11 +55,11 @@ import "github.com/inferbench/inferbench/inference/backend"
 
 func init() { backend.Register(New()) }
 
-// Backend makes CUDA Engines.
-type Backend struct{}
+// cudaBackend makes CUDA engines.
+type cudaBackend struct{}
 
 // New returns the CUDA back-end.
-func New() backend.Backend { return Backend{} }
+func New() backend.Backend { return cudaBackend{} }
 
 // Name returns "cuda".
-func (Backend) Name() string { return "cuda" }
+func (cudaBackend) Name() string { return "cuda" }

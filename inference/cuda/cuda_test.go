@@ -77,7 +77,7 @@ func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 	require.NoError(t, err)
 	assert.True(t, times.Valid)
 	assert.Positive(t, times.Compute)
-	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*Engine).opts.MaxBatch]...)
+	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*engine).opts.MaxBatch]...)
 }
 
 // relErr is max|got-want| / max|want|.
@@ -154,7 +154,7 @@ func TestLogitsMatchReference(t *testing.T) {
 				e, err := New().Open(m, opts)
 				require.NoError(t, err)
 				if tt.pinnedOnly {
-					for _, w := range e.(*Engine).workers {
+					for _, w := range e.(*engine).workers {
 						for i := range w.slots {
 							require.Nil(t, w.slots[i].stage, "PinnedInput: slot %d has a staging buffer", i)
 						}
@@ -241,7 +241,7 @@ func TestWarmup(t *testing.T) {
 				Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}})
 			require.NoError(t, err)
 			open := time.Since(t0)
-			eng := e.(*Engine)
+			eng := e.(*engine)
 			require.NoError(t, eng.cacheErr)
 			t.Logf("%s graphs=%v %s cache (%d hits, %d misses): Open %v, parts %v", cfg.prec, cfg.graphs, round,
 				eng.cacheHits, eng.cacheMisses, open.Round(time.Millisecond), e.Info().Setup)
@@ -268,7 +268,7 @@ func TestSampler(t *testing.T) {
 	x := randomInput(64, 250, 250, 3)
 	s := e.Sampler()
 	require.NotNil(t, s)
-	require.NoError(t, e.(*Engine).sampler.nvmlErr, "NVML finds the CUDA device by its PCI location")
+	require.NoError(t, e.(*engine).sampler.nvmlErr, "NVML finds the CUDA device by its PCI location")
 	require.NoError(t, s.Start())
 	t0 := time.Now()
 	for time.Since(t0) < 500*time.Millisecond {

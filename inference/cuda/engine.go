@@ -26,10 +26,10 @@ const defaultSize = 250
 // skips algorithms that need more.
 const findWorkspace = 256 << 20
 
-// Engine is a model ready to run on one or more GPUs. It implements
+// engine is a model ready to run on one or more GPUs. It implements
 // backend.Engine, backend.Allocator and backend.HostRegistrar. Its methods
 // are safe for concurrent use.
-type Engine struct {
+type engine struct {
 	opts    backend.Options
 	folded  *resnet.Folded
 	dnn     *cudnn.Lib
@@ -77,10 +77,10 @@ type hostRange struct {
 	start, end uintptr
 }
 
-var _ backend.Allocator = (*Engine)(nil)
+var _ backend.Allocator = (*engine)(nil)
 
 // Open prepares m to run with opts on the GPUs in opts.Devices.
-func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
 	opts, err := normalise(opts)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, erro
 	if m.Arch.InChannels != 3 {
 		return nil, fmt.Errorf("cuda: model has %d input channels, want 3", m.Arch.InChannels)
 	}
-	e := &Engine{opts: opts, folded: m.Fold(), plans: make([]*plan, opts.MaxBatch+1)}
+	e := &engine{opts: opts, folded: m.Fold(), plans: make([]*plan, opts.MaxBatch+1)}
 	if err := e.open(); err != nil {
 		_ = e.Close()
 		return nil, err
@@ -124,7 +124,7 @@ func normalise(o backend.Options) (backend.Options, error) {
 	return o, nil
 }
 
-func (e *Engine) open() error {
+func (e *engine) open() error {
 	t0 := time.Now()
 	n, err := deviceCount()
 	if err != nil {
@@ -249,7 +249,7 @@ func withContext(d *device, f func() error) (err error) {
 	return f()
 }
 
-func (e *Engine) openDevice(ord int) (*device, error) {
+func (e *engine) openDevice(ord int) (*device, error) {
 	dev, err := cudadrv.GetDevice(ord)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -300,10 +300,10 @@ func (d *device) close() error {
 }
 
 // Info describes the devices and the warm-up parts (load, plan, first-inference).
-func (e *Engine) Info() backend.Info { return e.info }
+func (e *engine) Info() backend.Info { return e.info }
 
 // Workers returns the compute lanes.
-func (e *Engine) Workers() []backend.Worker {
+func (e *engine) Workers() []backend.Worker {
 	out := make([]backend.Worker, len(e.workers))
 	for i, w := range e.workers {
 		out[i] = w
@@ -313,10 +313,10 @@ func (e *Engine) Workers() []backend.Worker {
 
 // Sampler returns the utilisation sampler: NVML's utilisation.gpu averaged over
 // the engine's devices, and the busy fraction from compute events.
-func (e *Engine) Sampler() backend.Sampler { return e.sampler }
+func (e *engine) Sampler() backend.Sampler { return e.sampler }
 
 // Close waits for the devices to finish and releases everything. It is idempotent.
-func (e *Engine) Close() error {
+func (e *engine) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
 		if e.sampler != nil {
@@ -365,7 +365,7 @@ func (e *Engine) Close() error {
 // AllocHost returns n float32 values of pinned host memory, which CopyIn copies
 // from without staging. Release it with FreeHost before Close (Close frees what
 // is left).
-func (e *Engine) AllocHost(n int) ([]float32, error) {
+func (e *engine) AllocHost(n int) ([]float32, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda: AllocHost(%d)", n)
 	}
@@ -385,7 +385,7 @@ func (e *Engine) AllocHost(n int) ([]float32, error) {
 }
 
 // FreeHost releases memory from AllocHost.
-func (e *Engine) FreeHost(p []float32) error {
+func (e *engine) FreeHost(p []float32) error {
 	if len(p) == 0 {
 		return errors.New("cuda: FreeHost of an empty slice")
 	}
@@ -402,7 +402,7 @@ func (e *Engine) FreeHost(p []float32) error {
 }
 
 // pinned reports whether p lies inside memory from AllocHost or RegisterHost.
-func (e *Engine) pinned(p []float32) bool {
+func (e *engine) pinned(p []float32) bool {
 	if len(p) == 0 {
 		return false
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 )
 
-var _ backend.HostRegistrar = (*Engine)(nil)
+var _ backend.HostRegistrar = (*engine)(nil)
 
 // RegisterHost page-locks p, memory the caller mapped (a client's
 // shared-memory region), once, with cuMemHostRegister (portable, so every
@@ -21,7 +21,7 @@ var _ backend.HostRegistrar = (*Engine)(nil)
 // treats parts inside p as it treats AllocHost memory: one asynchronous DMA
 // from the caller's memory, no staging copy. unregister is idempotent, and
 // does nothing after Close (which unregisters what is left).
-func (e *Engine) RegisterHost(p []byte) (unregister func() error, err error) {
+func (e *engine) RegisterHost(p []byte) (unregister func() error, err error) {
 	if len(p) == 0 {
 		return nil, errors.New("cuda: RegisterHost of no memory")
 	}
@@ -55,7 +55,7 @@ func (e *Engine) RegisterHost(p []byte) (unregister func() error, err error) {
 
 // registeredHost reports whether [start, end) lies inside memory from
 // RegisterHost; the caller holds hostMu.
-func (e *Engine) registeredHost(start, end uintptr) bool {
+func (e *engine) registeredHost(start, end uintptr) bool {
 	for _, r := range e.registered {
 		if start >= r.start && end <= r.end {
 			return true
@@ -66,7 +66,7 @@ func (e *Engine) registeredHost(start, end uintptr) bool {
 
 // unregisterAllHost undoes every RegisterHost still in force (for Close,
 // while device 0's context is still retained).
-func (e *Engine) unregisterAllHost() error {
+func (e *engine) unregisterAllHost() error {
 	e.hostMu.Lock()
 	left := e.registered
 	e.registered = nil

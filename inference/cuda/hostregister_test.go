@@ -16,7 +16,7 @@ import (
 
 // copyIn runs parts through worker 0 and returns the logits and the
 // device-timed copy-in.
-func copyIn(t *testing.T, e *Engine, parts [][]float32, n int) ([]float32, backend.Times) {
+func copyIn(t *testing.T, e *engine, parts [][]float32, n int) ([]float32, backend.Times) {
 	t.Helper()
 	w := e.Workers()[0]
 	release, err := w.Bind()
@@ -42,7 +42,7 @@ func TestRegisterHost(t *testing.T) {
 	require.NoError(t, err)
 	be, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: n, Height: h, Width: w, Precision: backend.FP16, Batches: []int{n}})
 	require.NoError(t, err)
-	e := be.(*Engine)
+	e := be.(*engine)
 	defer e.Close()
 
 	values := n * 3 * h * w

@@ -59,7 +59,7 @@ type chooser func(l *convLayer, c *convPlan) (choice, error)
 
 // newPlan makes the descriptors for n images and asks choose for every
 // convolution's algorithm.
-func (e *Engine) newPlan(n int, choose chooser) (*plan, error) {
+func (e *engine) newPlan(n int, choose chooser) (*plan, error) {
 	dnn, net := e.dnn, e.net
 	dt := net.dataType
 	p := &plan{n: n, convs: make([]convPlan, len(net.convs))}
@@ -160,7 +160,7 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 
 // prepare plans every batch size of Options.Batches, measuring algorithms on
 // worker 0, and returns the workspace the plans need.
-func (e *Engine) prepare() (uintptr, error) {
+func (e *engine) prepare() (uintptr, error) {
 	w := e.workers[0]
 	var ws uintptr
 	cache, err := loadAlgoCache(cachePath())
@@ -256,7 +256,7 @@ func (w *worker) validate(l *convLayer, c *convPlan, v cachedAlgo) (choice, bool
 
 // planFor returns the plan for n images, making it with cuDNN's heuristics on
 // w's handle when n was not prepared. The caller has bound w.
-func (e *Engine) planFor(n int, w *worker) (*plan, error) {
+func (e *engine) planFor(n int, w *worker) (*plan, error) {
 	e.planMu.Lock()
 	defer e.planMu.Unlock()
 	if p := e.plans[n]; p != nil {

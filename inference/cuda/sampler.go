@@ -18,7 +18,7 @@ import (
 // batches waited for, measured with events against a reference event recorded
 // on each device at Start.
 type sampler struct {
-	e       *Engine
+	e       *engine
 	nvml    *nvml.Sampler // nil when NVML is not available
 	nvmlErr error         // why nvml is nil
 
@@ -30,7 +30,7 @@ type sampler struct {
 
 type refEvents struct{ start, end cudadrv.Event }
 
-func newSampler(e *Engine) *sampler {
+func newSampler(e *engine) *sampler {
 	s := &sampler{e: e, refs: make([]refEvents, len(e.devices)), spans: make([][][2]float64, len(e.devices))}
 	s.nvml, s.nvmlErr = openNVML(e.devices)
 	for i := range s.spans {

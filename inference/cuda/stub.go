@@ -10,7 +10,7 @@ import (
 )
 
 // Open fails: this build has no GPU support.
-func (Backend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
 	return nil, fmt.Errorf("cuda: %w", backend.ErrNoGPU)
 }
 

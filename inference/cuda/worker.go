@@ -18,7 +18,7 @@ import (
 // worker is one compute lane: its streams, library handles, activation buffers
 // and workspace, and Slots batches in flight.
 type worker struct {
-	e   *Engine
+	e   *engine
 	id  int
 	dev *device
 
@@ -81,7 +81,7 @@ func hostFloats(n int) ([]float32, error) {
 	return unsafe.Slice((*float32)(p), n), nil
 }
 
-func newWorker(e *Engine, id int, d *device) (*worker, error) {
+func newWorker(e *engine, id int, d *device) (*worker, error) {
 	w := &worker{e: e, id: id, dev: d, overlap: e.opts.Pipeline == backend.Overlap}
 	err := withContext(d, w.init)
 	return w, w.wrap("set-up", err)
