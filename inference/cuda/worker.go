@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda && linux && cgo
 
 package cuda
 
@@ -38,14 +38,17 @@ type worker struct {
 	slots  []slot
 	graphs []map[int]cudadrv.Exec // per slot, by batch size: the captured forward pass (Options.Graphs)
 	blasWS uintptr                // cuBLAS workspace, so that captured GEMMs allocate nothing
-	wg     sync.WaitGroup         // staging copies of the CopyIn in progress
 	mem    []uintptr              // device allocations to free
 }
 
 // slot is one batch in flight.
 type slot struct {
-	in     uintptr   // device input, MaxBatch images
-	stage  []float32 // pinned staging buffer for the input
+	in      uintptr        // device input, MaxBatch images
+	stage   []float32      // pinned staging buffer for the input
+	staging sync.WaitGroup // copies into stage in progress
+	// sendIn enqueues a copy of values from host memory to in on the worker's
+	// copy-in stream (see inputCopy.send).
+	sendIn func(off int, src unsafe.Pointer, n int) error
 	outDev uintptr   // device logits
 	out    []float32 // pinned host logits
 	n      int       // images copied in
@@ -165,6 +168,9 @@ func (w *worker) init() error {
 		s := &w.slots[i]
 		if s.in, err = w.alloc(4 * b * per); err != nil {
 			return err
+		}
+		s.sendIn = func(off int, src unsafe.Pointer, n int) error {
+			return cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*off), src, 4*n, w.in)
 		}
 		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
 			return err
@@ -315,7 +321,8 @@ func (w *worker) Output(slot int) []float32 { return w.slots[slot].out }
 
 // CopyIn starts the host-to-device copy of parts into slot. Parts inside memory
 // from AllocHost are copied directly; others go through the slot's pinned
-// staging buffer (copied there by several goroutines when large).
+// staging buffer (copied there by several goroutines when large); inputCopy
+// says how and why the result is right.
 func (w *worker) CopyIn(slot int, parts [][]float32) error {
 	if slot < 0 || slot >= len(w.slots) {
 		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
@@ -336,65 +343,14 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 	if err := s.evIn0.Record(w.in); err != nil {
 		return w.wrap("copy-in", err)
 	}
-	// Values not yet sent: a staged run (from stage[run:off]) and a direct run
-	// (dLen values at dSrc, contiguous in the caller's pinned memory, for the
-	// device input at dOff).
-	off, run := 0, -1
-	var dSrc unsafe.Pointer
-	dOff, dLen := 0, 0
-	flushStaged := func() error {
-		if run < 0 {
-			return nil
-		}
-		w.wg.Wait()
-		err := cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*run), unsafe.Pointer(&s.stage[run]), 4*(off-run), w.in)
-		run = -1
-		return err
-	}
-	flushDirect := func() error {
-		if dLen == 0 {
-			return nil
-		}
-		err := cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*dOff), dSrc, 4*dLen, w.in)
-		dLen = 0
-		return err
-	}
+	c := inputCopy{send: s.sendIn, stage: s.stage, staging: &s.staging, copier: w.e.copier}
+	defer c.finish()
 	for _, p := range parts {
-		if len(p) == 0 {
-			continue
-		}
-		// With Options.PinnedInput there is no stage: pageable parts go
-		// straight from the caller's memory too, and the driver stages them.
-		if w.e.opts.PinnedInput || w.e.pinned(p) {
-			if err := flushStaged(); err != nil {
-				return w.wrap("copy-in", err)
-			}
-			src := unsafe.Pointer(&p[0])
-			if dLen > 0 && uintptr(src) == uintptr(dSrc)+uintptr(4*dLen) {
-				dLen += len(p) // adjacent to the previous part: one copy for both
-			} else {
-				if err := flushDirect(); err != nil {
-					return w.wrap("copy-in", err)
-				}
-				dSrc, dOff, dLen = src, off, len(p)
-			}
-			off += len(p)
-			continue
-		}
-		// Stage the whole run, then send it with one copy: measured on an H200,
-		// this beats both sending 8 MiB chunks as they are staged (whose copies
-		// slow the staging down: 21,800 against 40,000 images/s at batch 256,
-		// fp16) and letting the driver stage pageable memory (11,900).
-		if err := flushDirect(); err != nil {
+		if err := c.add(p, w.e.opts.PinnedInput || w.e.pinned(p)); err != nil {
 			return w.wrap("copy-in", err)
 		}
-		if run < 0 {
-			run = off
-		}
-		w.e.copier.copy(s.stage[off:off+len(p)], p, &w.wg)
-		off += len(p)
 	}
-	if err := errors.Join(flushDirect(), flushStaged()); err != nil {
+	if err := c.flush(); err != nil {
 		return w.wrap("copy-in", err)
 	}
 	return w.wrap("copy-in", s.evIn1.Record(w.in))
