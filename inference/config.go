@@ -116,6 +116,10 @@ type Config struct {
 	// pageable input through the driver, which is slower. Leave it false
 	// unless callers use AllocInput.
 	PinnedInput bool
+	// AlgoCache is where a GPU back-end keeps the algorithms it chose by
+	// measuring (see backend.Options): "" is the back-end's default file, "off"
+	// keeps none, anything else is a file path; a fresh path forces a cold start.
+	AlgoCache string
 
 	// MaxQueue bounds the requests waiting for a worker; 0 means
 	// DefaultMaxQueue. At most 2^20.

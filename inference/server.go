@@ -109,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
 		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
 		Precision: cfg.Precision, Graphs: cfg.Graphs, Devices: cfg.Devices, Batches: cfg.Batches,
-		PinnedInput: cfg.PinnedInput,
+		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inference: opening %s back-end: %w", be.Name(), err)

@@ -131,6 +131,11 @@ type Options struct {
 	// Batches lists the batch sizes to prepare at start-up (plans, graphs); other
 	// sizes up to MaxBatch must still work, possibly slower on first use.
 	Batches []int
+	// AlgoCache is where a GPU back-end keeps the algorithms it chose by
+	// measuring, so that a later start can skip the search: "" is the back-end's
+	// default location, "off" keeps no cache (every start searches), anything
+	// else is a file path. A fresh path forces a cold start.
+	AlgoCache string
 }
 
 // A Backend makes Engines for one kind of device.

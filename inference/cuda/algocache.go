@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/inferbench/inferbench/inference/backend"
 )
 
-// CacheEnv names the environment variable that sets the algorithm cache file:
-// a path, or "off" to search every time. When it is unset the cache is
+// CacheEnv names the environment variable that sets the algorithm cache file
+// of engines whose backend.Options.AlgoCache is "": a path, or "off" to search
+// every time. When it is unset too, the cache is
 // inferbench/cudnn-algorithms.json under os.UserCacheDir.
 const CacheEnv = "INFERBENCH_CUDNN_CACHE"
 
@@ -41,9 +44,15 @@ type algoCache struct {
 	dirty bool
 }
 
-// cachePath returns the cache file to use, or "" when caching is off.
-func cachePath() string {
-	switch p := os.Getenv(CacheEnv); p {
+// cachePath returns the cache file for backend.Options.AlgoCache option, or ""
+// when caching is off (option "off"; or option "" with CacheEnv "off", or with
+// CacheEnv unset and no user cache directory).
+func cachePath(option string) string {
+	p := option
+	if p == "" {
+		p = os.Getenv(CacheEnv)
+	}
+	switch p {
 	case "off":
 		return ""
 	case "":
@@ -52,9 +61,48 @@ func cachePath() string {
 			return ""
 		}
 		return filepath.Join(dir, "inferbench", "cudnn-algorithms.json")
-	default:
-		return p
 	}
+	return p
+}
+
+// cacheUse is what one Open did with the algorithm cache.
+type cacheUse struct {
+	path   string // the cache file; "" when caching is off
+	hits   int    // distinct convolution problems whose algorithm the cache held
+	misses int    // distinct convolution problems searched
+	err    error  // why the file could not be read or written
+}
+
+// config returns the config lines that keep cold and warm starts apart:
+//
+//	cudnn-algo-cache: STATE hits=H misses=M
+//	cudnn-algo-cache-file: PATH (or none)
+//	cudnn-algo-cache-error: ERROR (only when there was one)
+//
+// STATE is off (no cache: every problem searched), cold (nothing found), warm
+// (everything found) or partial.
+func (u cacheUse) config() []backend.KV {
+	state := "partial"
+	switch {
+	case u.path == "":
+		state = "off"
+	case u.misses == 0:
+		state = "warm"
+	case u.hits == 0:
+		state = "cold"
+	}
+	file := u.path
+	if file == "" {
+		file = "none"
+	}
+	kv := []backend.KV{
+		{Key: "cudnn-algo-cache", Value: fmt.Sprintf("%s hits=%d misses=%d", state, u.hits, u.misses)},
+		{Key: "cudnn-algo-cache-file", Value: file},
+	}
+	if u.err != nil {
+		kv = append(kv, backend.KV{Key: "cudnn-algo-cache-error", Value: u.err.Error()})
+	}
+	return kv
 }
 
 // loadAlgoCache reads the cache at path; a missing or unreadable file gives an

@@ -1,12 +1,15 @@
 package cuda
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference/backend"
 )
 
 func TestAlgoCacheRoundTrip(t *testing.T) {
@@ -49,18 +52,43 @@ func TestAlgoCacheNil(t *testing.T) {
 
 func TestCachePath(t *testing.T) {
 	tests := []struct {
-		name, env string
-		want      func(string) bool
+		name, option, env string
+		want              func(string) bool
 	}{
-		{"off", "off", func(p string) bool { return p == "" }},
-		{"explicit", "/tmp/x.json", func(p string) bool { return p == "/tmp/x.json" }},
-		{"default", "", func(p string) bool { return p == "" || filepath.Base(p) == "cudnn-algorithms.json" }},
+		{"option off", "off", "/tmp/env.json", func(p string) bool { return p == "" }},
+		{"option path", "/tmp/x.json", "/tmp/env.json", func(p string) bool { return p == "/tmp/x.json" }},
+		{"env off", "", "off", func(p string) bool { return p == "" }},
+		{"env path", "", "/tmp/env.json", func(p string) bool { return p == "/tmp/env.json" }},
+		{"default", "", "", func(p string) bool { return p == "" || filepath.Base(p) == "cudnn-algorithms.json" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(CacheEnv, tt.env)
-			p := cachePath()
-			assert.True(t, tt.want(p), "cachePath() = %q", p)
+			p := cachePath(tt.option)
+			assert.True(t, tt.want(p), "cachePath(%q) with %s=%q = %q", tt.option, CacheEnv, tt.env, p)
+		})
+	}
+}
+
+func TestCacheUseConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		use  cacheUse
+		want []backend.KV
+	}{
+		{"off", cacheUse{misses: 20}, []backend.KV{
+			{Key: "cudnn-algo-cache", Value: "off hits=0 misses=20"}, {Key: "cudnn-algo-cache-file", Value: "none"}}},
+		{"cold", cacheUse{path: "/c.json", misses: 20}, []backend.KV{
+			{Key: "cudnn-algo-cache", Value: "cold hits=0 misses=20"}, {Key: "cudnn-algo-cache-file", Value: "/c.json"}}},
+		{"warm", cacheUse{path: "/c.json", hits: 20}, []backend.KV{
+			{Key: "cudnn-algo-cache", Value: "warm hits=20 misses=0"}, {Key: "cudnn-algo-cache-file", Value: "/c.json"}}},
+		{"partial, with an error", cacheUse{path: "/c.json", hits: 12, misses: 8, err: errors.New("disk full")}, []backend.KV{
+			{Key: "cudnn-algo-cache", Value: "partial hits=12 misses=8"}, {Key: "cudnn-algo-cache-file", Value: "/c.json"},
+			{Key: "cudnn-algo-cache-error", Value: "disk full"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.use.config())
 		})
 	}
 }

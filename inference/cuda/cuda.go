@@ -12,7 +12,8 @@
 // test that cross-checks cudadrv's answers against it on a GPU machine
 // (internal/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
 //
-// Open prepares a backend.Engine in steps, each timed as a part of Info().Setup:
+// Open prepares a backend.Engine in steps, each timed as a part of Info().Setup
+// under the name given here:
 //
 //  1. init: load cuDNN and cuBLAS, retain each device's primary context and
 //     upload the folded model (batch-norm folded into convolution weight and
@@ -20,14 +21,24 @@
 //     buffers, per-slot device buffers, pinned staging and output buffers and
 //     events;
 //  2. plan: make tensor descriptors for every batch size of Options.Batches and
-//     MaxBatch and, per convolution shape, choose the fastest algorithm measured
-//     with cudnnFindConvolutionForwardAlgorithmEx, or read it from the algorithm
-//     cache file (see CacheEnv), so that a second start skips the search; size
-//     one workspace per worker (other batch sizes are planned on first use with
-//     cuDNN's heuristics);
-//  3. prime: run one forward pass per planned batch size on every worker;
-//  4. capture (Options.Graphs): record the forward pass of every planned batch
-//     size for every slot into a CUDA graph, replayed with one launch.
+//     MaxBatch and, once per distinct convolution problem, choose the fastest
+//     algorithm measured with cudnnFindConvolutionForwardAlgorithmEx, or take it
+//     from the algorithm cache file (Options.AlgoCache, CacheEnv), so that a
+//     later start skips the search; size one workspace per worker (other batch
+//     sizes are planned on first use with cuDNN's heuristics);
+//  3. capture (Options.Graphs): record the forward pass of every planned batch
+//     size for every slot into a CUDA graph, to be replayed with one launch, and
+//     upload the graphs to the device (nothing runs);
+//  4. first-inference: run each worker's first forward pass of every planned
+//     batch size, as Compute would (one graph launch, with graphs); this is
+//     where the device first executes the model and pays what a first run
+//     costs (loading kernels, the libraries' lazy set-up).
+//
+// Info().Config holds the device's config lines (see Describe), cuda-devices,
+// and the algorithm cache's use, which tells a cold start from a warm one:
+// cudnn-algo-cache (off, cold, warm or partial, with hits and misses),
+// cudnn-algo-cache-file and, if the file could not be read or written,
+// cudnn-algo-cache-error.
 //
 // Precision picks the arithmetic and layout: FP32 is NCHW float without tensor
 // cores; TF32 is NHWC float with tensor cores allowed; FP16 is NHWC half with

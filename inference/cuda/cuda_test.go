@@ -226,36 +226,84 @@ func configs() []config {
 	return out
 }
 
+// configValue is the value of config line key, or "".
+func configValue(kv []backend.KV, key string) string {
+	for _, l := range kv {
+		if l.Key == key {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// partNames lists the names of warm-up parts.
+func partNames(parts []backend.Part) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // TestWarmup opens ResNet-18 for batches 1, 32 and 256 twice per
-// configuration with a fresh algorithm cache: the first Open searches, the
-// second finds every algorithm in the cache.
+// configuration with a fresh algorithm cache file: the first Open searches and
+// says its start was cold, the second finds every algorithm and says warm.
 func TestWarmup(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
-	t.Setenv(CacheEnv, filepath.Join(t.TempDir(), "algos.json"))
 	for _, cfg := range configs() {
+		path := filepath.Join(t.TempDir(), "algos.json")
+		searched := 0
 		for _, round := range []string{"cold", "warm"} {
 			t0 := time.Now()
 			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 2, MaxBatch: 256, Height: 250, Width: 250,
-				Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}})
+				Precision: cfg.prec, Graphs: cfg.graphs, Batches: []int{1, 32, 256}, AlgoCache: path})
 			require.NoError(t, err)
 			open := time.Since(t0)
-			eng := e.(*engine)
-			require.NoError(t, eng.cacheErr)
-			t.Logf("%s graphs=%v %s cache (%d hits, %d misses): Open %v, parts %v", cfg.prec, cfg.graphs, round,
-				eng.cacheHits, eng.cacheMisses, open.Round(time.Millisecond), e.Info().Setup)
-			if round == "warm" {
-				assert.Zero(t, eng.cacheMisses, "misses with a warm cache")
+			info := e.Info()
+			use := e.(*engine).plans.cache
+			t.Logf("%s graphs=%v %s cache: Open %v, %s, parts %v", cfg.prec, cfg.graphs, round,
+				open.Round(time.Millisecond), configValue(info.Config, "cudnn-algo-cache"), info.Setup)
+			require.NoError(t, use.err)
+			assert.Empty(t, configValue(info.Config, "cudnn-algo-cache-error"))
+			assert.Equal(t, path, configValue(info.Config, "cudnn-algo-cache-file"))
+			if round == "cold" {
+				searched = use.misses
+				require.Positive(t, searched, "a fresh cache file searches")
+				assert.Equal(t, fmt.Sprintf("cold hits=0 misses=%d", searched), configValue(info.Config, "cudnn-algo-cache"))
+			} else {
+				assert.Equal(t, fmt.Sprintf("warm hits=%d misses=0", searched), configValue(info.Config, "cudnn-algo-cache"))
 			}
+			want := []string{"load", "plan", "first-inference"}
+			if cfg.graphs {
+				want = []string{"load", "plan", "capture", "first-inference"}
+			}
+			assert.Equal(t, want, partNames(info.Setup), "warm-up parts")
 			if cfg.prec == backend.FP32 && !cfg.graphs && round == "cold" {
-				for _, kv := range e.Info().Config {
+				for _, kv := range info.Config {
 					t.Logf("  %s: %s", kv.Key, kv.Value)
 				}
 			}
 			require.NoError(t, e.Close())
 		}
 	}
+}
+
+// TestAlgoCacheOff checks that AlgoCache "off" searches without a file.
+func TestAlgoCacheOff(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.Tiny(), 1)
+	require.NoError(t, err)
+	t.Setenv(CacheEnv, filepath.Join(t.TempDir(), "must-not-be-written.json"))
+	e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 2, Height: 32, Width: 32, AlgoCache: "off"})
+	require.NoError(t, err)
+	defer e.Close()
+	state := configValue(e.Info().Config, "cudnn-algo-cache")
+	assert.Regexp(t, `^off hits=0 misses=[1-9][0-9]*$`, state)
+	assert.Equal(t, "none", configValue(e.Info().Config, "cudnn-algo-cache-file"))
+	_, err = os.Stat(os.Getenv(CacheEnv))
+	assert.ErrorIs(t, err, os.ErrNotExist, "no cache file written")
 }
 
 func TestSampler(t *testing.T) {

@@ -19,9 +19,6 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// Default input size when Options leaves Height or Width at 0.
-const defaultSize = 250
-
 // findWorkspace is the most workspace (bytes) an algorithm may use; the search
 // skips algorithms that need more.
 const findWorkspace = 256 << 20
@@ -35,24 +32,12 @@ type engine struct {
 	dnn     *cudnn.Lib
 	blas    *cublas.Lib
 	net     *network
+	plans   *planner
 	devices []*device // one per distinct ordinal
 	workers []*worker
 	info    backend.Info
 	sampler *sampler
 	copier  *copier
-
-	// Algorithm cache use during Open, and why the cache could not be read or
-	// written (nil if it could).
-	cacheHits, cacheMisses int
-	cacheErr               error
-
-	planMu sync.Mutex
-	plans  []*plan // index: batch size; read under planMu or after Open for prepared sizes
-	// runAs maps a batch size n to the size the forward pass runs at: the
-	// smallest prepared size in [n, 2n] (its plan and graph exist, and the
-	// extra images are stale memory whose logits nobody reads: images never
-	// mix), or n itself. Fixed at Open.
-	runAs []int
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -60,16 +45,6 @@ type engine struct {
 
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// device is one GPU and its copy of the weights.
-type device struct {
-	ordinal  int
-	dev      cudadrv.Device
-	ctx      cudadrv.Context
-	params   uintptr        // all weights and biases, see network
-	ref      cudadrv.Stream // idle stream for the busy-time reference events
-	retained bool
 }
 
 type hostRange struct {
@@ -91,23 +66,18 @@ func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, 
 	if m.Arch.InChannels != 3 {
 		return nil, fmt.Errorf("cuda: model has %d input channels, want 3", m.Arch.InChannels)
 	}
-	e := &engine{opts: opts, folded: m.Fold(), plans: make([]*plan, opts.MaxBatch+1)}
+	e := &engine{opts: opts, folded: m.Fold()}
 	if err := e.open(); err != nil {
-		_ = e.Close()
-		return nil, err
+		return nil, errors.Join(err, e.Close())
 	}
 	return e, nil
 }
 
+// normalise checks o and fills what Open may default: device 0, and Batches
+// sorted, without duplicates or sizes out of range, with MaxBatch added.
 func normalise(o backend.Options) (backend.Options, error) {
 	if o.Workers < 1 || o.Slots < 1 || o.MaxBatch < 1 {
 		return o, fmt.Errorf("cuda: Workers, Slots and MaxBatch must be at least 1 (got %d, %d, %d)", o.Workers, o.Slots, o.MaxBatch)
-	}
-	if o.Height == 0 {
-		o.Height = defaultSize
-	}
-	if o.Width == 0 {
-		o.Width = defaultSize
 	}
 	if len(o.Devices) == 0 {
 		o.Devices = []int{0}
@@ -124,8 +94,44 @@ func normalise(o backend.Options) (backend.Options, error) {
 	return o, nil
 }
 
+// open runs the steps the package comment lists, timing each as a part of
+// Info().Setup.
 func (e *engine) open() error {
-	t0 := time.Now()
+	steps := []struct {
+		name string
+		run  func() error
+		skip bool
+	}{
+		{name: "load", run: e.load},
+		{name: "plan", run: e.plan},
+		{name: "capture", run: e.capture, skip: !e.opts.Graphs},
+		{name: "first-inference", run: e.firstInference},
+	}
+	var setup []backend.Part
+	for _, s := range steps {
+		if s.skip {
+			continue
+		}
+		t0 := time.Now()
+		if err := s.run(); err != nil {
+			return err
+		}
+		setup = append(setup, backend.Part{Name: s.name, Time: time.Since(t0)})
+	}
+	cfg, err := Describe()
+	if err != nil {
+		cfg = []backend.KV{{Key: "gpu", Value: "unknown: " + err.Error()}}
+	}
+	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
+	cfg = append(cfg, e.plans.cache.config()...)
+	e.sampler = newSampler(e)
+	e.info = backend.Info{Config: cfg, Setup: setup, GPU: true}
+	return nil
+}
+
+// load loads the libraries, retains each device's context and uploads the
+// weights, and makes the workers.
+func (e *engine) load() error {
 	n, err := deviceCount()
 	if err != nil {
 		return err
@@ -139,6 +145,7 @@ func (e *engine) open() error {
 	if e.net, err = newNetwork(e.dnn, e.folded, e.opts); err != nil {
 		return err
 	}
+	e.plans = newPlanner(e.dnn, e.net, e.opts)
 	byOrdinal := map[int]*device{}
 	for _, ord := range e.opts.Devices {
 		if ord < 0 || ord >= n {
@@ -147,7 +154,7 @@ func (e *engine) open() error {
 		if byOrdinal[ord] != nil {
 			continue
 		}
-		d, err := e.openDevice(ord)
+		d, err := newDevice(ord, e.net.params)
 		if d != nil {
 			e.devices = append(e.devices, d)
 			byOrdinal[ord] = d
@@ -167,139 +174,45 @@ func (e *engine) open() error {
 			return err
 		}
 	}
-	tLoad := time.Since(t0)
-
-	t0 = time.Now()
-	wsSize, err := e.prepare()
-	if err != nil {
-		return err
-	}
-	e.runAs = padSizes(e.opts.MaxBatch, func(m int) bool { return e.plans[m] != nil })
-	for _, w := range e.workers {
-		if err := w.allocWorkspace(wsSize); err != nil {
-			return err
-		}
-	}
-	tPlan := time.Since(t0)
-
-	t0 = time.Now()
-	for _, w := range e.workers {
-		if err := w.warm(); err != nil {
-			return err
-		}
-	}
-	tFirst := time.Since(t0)
-	setup := []backend.Part{{Name: "init", Time: tLoad}, {Name: "plan", Time: tPlan}, {Name: "prime", Time: tFirst}}
-	if e.opts.Graphs {
-		t0 = time.Now()
-		for _, w := range e.workers {
-			if err := w.capture(); err != nil {
-				return err
-			}
-		}
-		setup = append(setup, backend.Part{Name: "capture", Time: time.Since(t0)})
-	}
-
-	cfg, err := Describe()
-	if err != nil {
-		cfg = []backend.KV{{Key: "gpu", Value: "unknown: " + err.Error()}}
-	}
-	e.info = backend.Info{
-		Config: append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)}),
-		Setup:  setup,
-		GPU:    true,
-	}
-	e.sampler = newSampler(e)
 	return nil
 }
 
-// deviceCount initialises the driver, on first use, and returns the number of
-// devices; an error wraps backend.ErrNoGPU and says what failed.
-func deviceCount() (int, error) {
-	if err := cudadrv.Init(); err != nil {
-		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
-	}
-	n, err := cudadrv.DeviceCount()
+// plan makes the plans of the prepared batch sizes (choosing algorithms on
+// worker 0) and gives every worker the workspace they need.
+func (e *engine) plan() error {
+	ws, err := e.plans.prepare(e.workers[0])
 	if err != nil {
-		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
+		return err
 	}
-	if n == 0 {
-		return 0, fmt.Errorf("cuda: %w: the driver reports no device", backend.ErrNoGPU)
+	for _, w := range e.workers {
+		if err := w.allocWorkspace(ws); err != nil {
+			return err
+		}
 	}
-	return n, nil
+	return nil
 }
 
-// withContext runs f on a locked OS thread with d's context current and
-// restores the thread's previous context.
-func withContext(d *device, f func() error) (err error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	prev, err := cudadrv.CurrentContext()
-	if err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
-	if err := cudadrv.SetCurrentContext(d.ctx); err != nil {
-		return fmt.Errorf("cuda: device %d: %w", d.ordinal, err)
-	}
-	defer func() {
-		if rerr := cudadrv.SetCurrentContext(prev); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("cuda: restoring the thread's context: %w", rerr))
+// capture records every worker's graphs (Options.Graphs).
+func (e *engine) capture() error {
+	for _, w := range e.workers {
+		if err := w.capture(); err != nil {
+			return err
 		}
-	}()
-	return f()
+	}
+	return nil
 }
 
-func (e *engine) openDevice(ord int) (*device, error) {
-	dev, err := cudadrv.GetDevice(ord)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
+// firstInference runs every worker's first forward passes.
+func (e *engine) firstInference() error {
+	for _, w := range e.workers {
+		if err := w.firstInference(); err != nil {
+			return err
+		}
 	}
-	ctx, err := dev.RetainPrimaryContext()
-	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: %w", ord, err)
-	}
-	d := &device{ordinal: ord, dev: dev, ctx: ctx, retained: true}
-	err = withContext(d, func() error {
-		var err error
-		if d.ref, err = cudadrv.NewStream(); err != nil {
-			return fmt.Errorf("cuda: device %d: %w", ord, err)
-		}
-		params := e.net.params
-		if d.params, err = cudadrv.MemAlloc(len(params)); err != nil {
-			return fmt.Errorf("cuda: device %d: weights: %w", ord, err)
-		}
-		if err := cudadrv.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), len(params)); err != nil {
-			return fmt.Errorf("cuda: device %d: upload weights: %w", ord, err)
-		}
-		return nil
-	})
-	return d, err
+	return nil
 }
 
-func (d *device) close() error {
-	var errs []error
-	if d.params != 0 || !d.ref.IsZero() {
-		errs = append(errs, withContext(d, func() error {
-			var errs []error
-			if d.params != 0 {
-				errs = append(errs, cudadrv.MemFree(d.params))
-				d.params = 0
-			}
-			if !d.ref.IsZero() {
-				errs = append(errs, d.ref.Destroy())
-				d.ref = cudadrv.Stream{}
-			}
-			return errors.Join(errs...)
-		}))
-	}
-	if d.retained {
-		errs = append(errs, d.dev.ReleasePrimaryContext())
-		d.retained = false
-	}
-	return errors.Join(errs...)
-}
-
-// Info describes the devices and the warm-up parts (load, plan, first-inference).
+// Info describes the devices, the algorithm cache's use and the warm-up parts.
 func (e *engine) Info() backend.Info { return e.info }
 
 // Workers returns the compute lanes.
@@ -325,15 +238,8 @@ func (e *engine) Close() error {
 		for _, w := range e.workers {
 			errs = append(errs, w.close())
 		}
-		if len(e.devices) > 0 {
-			errs = append(errs, withContext(e.devices[0], func() error {
-				for _, p := range e.plans {
-					if p != nil {
-						p.destroy()
-					}
-				}
-				return nil
-			}))
+		if e.plans != nil {
+			e.plans.destroy()
 		}
 		if e.net != nil {
 			e.net.destroy()
@@ -418,8 +324,10 @@ func (e *engine) pinned(p []float32) bool {
 	return e.registeredHost(start, end)
 }
 
-// Describe returns config lines for device 0 without opening an engine: gpu,
-// driver, cuda (driver API version), cudnn and cublas.
+// Describe initialises the driver if no engine did, and returns config lines
+// for device 0 without opening an engine: gpu, driver, cuda (the driver's CUDA
+// version), cudnn and cublas. Without a usable GPU its error wraps
+// backend.ErrNoGPU.
 func Describe() ([]backend.KV, error) {
 	if _, err := deviceCount(); err != nil {
 		return nil, err
@@ -463,16 +371,4 @@ func deviceLost(err error) bool {
 		return true
 	}
 	return errors.Is(err, cudnn.StatusExecutionFailed) || errors.Is(err, cublas.StatusExecutionFailed)
-}
-
-// wrap adds context to a worker error and marks it with backend.ErrDeviceLost
-// when the context cannot be used again.
-func (w *worker) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if deviceLost(err) {
-		return fmt.Errorf("cuda: worker %d (device %d): %s: %w: %w", w.id, w.dev.ordinal, op, err, backend.ErrDeviceLost)
-	}
-	return fmt.Errorf("cuda: worker %d (device %d): %s: %w", w.id, w.dev.ordinal, op, err)
 }

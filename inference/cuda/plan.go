@@ -5,7 +5,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 )
@@ -57,10 +60,32 @@ func (p *plan) destroy() {
 // chooser picks an algorithm for one convolution of a plan being made.
 type chooser func(l *convLayer, c *convPlan) (choice, error)
 
+// planner makes an engine's plans and keeps them. Its methods are safe for
+// concurrent use.
+type planner struct {
+	dnn  *cudnn.Lib
+	net  *network
+	opts backend.Options
+
+	mu    sync.Mutex
+	plans []*plan // index: batch size; read under mu, or after prepare for prepared sizes
+	// runAs maps a batch size n to the size the forward pass runs at: the
+	// smallest prepared size in [n, 2n] (its plan and graph exist, and the
+	// extra images are stale memory whose logits nobody reads: images never
+	// mix), or n itself. Fixed by prepare.
+	runAs []int
+
+	cache cacheUse // what prepare did with the algorithm cache
+}
+
+func newPlanner(dnn *cudnn.Lib, net *network, opts backend.Options) *planner {
+	return &planner{dnn: dnn, net: net, opts: opts, plans: make([]*plan, opts.MaxBatch+1)}
+}
+
 // newPlan makes the descriptors for n images and asks choose for every
 // convolution's algorithm.
-func (e *engine) newPlan(n int, choose chooser) (*plan, error) {
-	dnn, net := e.dnn, e.net
+func (pl *planner) newPlan(n int, choose chooser) (*plan, error) {
+	dnn, net := pl.dnn, pl.net
 	dt := net.dataType
 	p := &plan{n: n, convs: make([]convPlan, len(net.convs))}
 	ok := false
@@ -113,7 +138,7 @@ func (e *engine) newPlan(n int, choose chooser) (*plan, error) {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if net.transform {
-		if p.input, err = f4(3, e.opts.Height, e.opts.Width); err != nil {
+		if p.input, err = f4(3, pl.opts.Height, pl.opts.Width); err != nil {
 			return nil, fmt.Errorf("cuda: %w", err)
 		}
 	}
@@ -158,29 +183,28 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 	return choice{algo: best.Algo, math: best.MathType, ws: best.Memory, fused: best.Algo == cudnn.AlgoImplicitPrecompGEMM}, nil
 }
 
-// prepare plans every batch size of Options.Batches, measuring algorithms on
-// worker 0, and returns the workspace the plans need.
-func (e *engine) prepare() (uintptr, error) {
-	w := e.workers[0]
-	var ws uintptr
-	cache, err := loadAlgoCache(cachePath())
-	if err != nil {
-		e.cacheErr = err
-	}
+// prepare plans every batch size of Options.Batches, measuring algorithms on w
+// (one search per distinct convolution problem, found in the algorithm cache
+// when it holds it), fixes runAs and returns the workspace the plans need.
+func (pl *planner) prepare(w *worker) (uintptr, error) {
+	pl.cache.path = cachePath(pl.opts.AlgoCache)
+	cache, err := loadAlgoCache(pl.cache.path)
+	pl.cache.err = err
 	gpu, err := w.dev.dev.Name()
 	if err != nil {
 		return 0, fmt.Errorf("cuda: %w", err)
 	}
-	prefix := fmt.Sprintf("%s|cudnn %d|%s|", gpu, e.dnn.Version(), e.opts.Precision)
+	prefix := fmt.Sprintf("%s|cudnn %d|%s|", gpu, pl.dnn.Version(), pl.opts.Precision)
+	var ws uintptr
 	err = withContext(w.dev, func() (err error) {
-		var find uintptr
+		var find uintptr // search workspace, allocated on the first search
 		defer func() {
 			if find != 0 {
 				err = errors.Join(err, cudadrv.MemFree(find))
 			}
 		}()
 		seen := map[shapeKey]choice{}
-		for _, n := range e.opts.Batches {
+		for _, n := range pl.opts.Batches {
 			choose := func(l *convLayer, c *convPlan) (choice, error) {
 				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
 				if ch, ok := seen[key]; ok {
@@ -188,13 +212,13 @@ func (e *engine) prepare() (uintptr, error) {
 				}
 				ckey := prefix + fmt.Sprintf("%+v relu=%v", key, l.relu)
 				if v, ok := cache.get(ckey); ok {
-					if ch, ok := w.validate(l, c, v); ok {
-						e.cacheHits++
+					if ch, ok := validate(w.dnn, l, c, v); ok {
+						pl.cache.hits++
 						seen[key] = ch
 						return ch, nil
 					}
 				}
-				e.cacheMisses++
+				pl.cache.misses++
 				if find == 0 {
 					var err error
 					if find, err = allocDevice(findWorkspace); err != nil {
@@ -204,7 +228,7 @@ func (e *engine) prepare() (uintptr, error) {
 				x, y := w.act[0], w.act[1]
 				if l.index == 0 {
 					x, y = w.slots[0].in, w.stem
-					if e.net.transform {
+					if pl.net.transform {
 						x = w.x
 					}
 				}
@@ -220,26 +244,28 @@ func (e *engine) prepare() (uintptr, error) {
 				cache.put(ckey, cachedAlgo{Algo: int(ch.algo), Math: int(ch.math), Workspace: uint64(ch.ws), Fused: ch.fused})
 				return ch, nil
 			}
-			p, err := e.newPlan(n, choose)
+			p, err := pl.newPlan(n, choose)
 			if err != nil {
 				return err
 			}
-			e.plans[n] = p
+			pl.plans[n] = p
 			ws = max(ws, p.ws)
 		}
 		return nil
 	})
-	if err == nil {
-		if serr := cache.save(); serr != nil {
-			e.cacheErr = serr
-		}
+	if err != nil {
+		return 0, err
 	}
-	return ws, err
+	if serr := cache.save(); serr != nil {
+		pl.cache.err = errors.Join(pl.cache.err, serr)
+	}
+	pl.runAs = padSizes(pl.opts.MaxBatch, func(m int) bool { return pl.plans[m] != nil })
+	return ws, nil
 }
 
 // validate checks a cached choice against this cuDNN: the algorithm must accept
 // the shapes with no more workspace than recorded.
-func (w *worker) validate(l *convLayer, c *convPlan, v cachedAlgo) (choice, bool) {
+func validate(h cudnn.Handle, l *convLayer, c *convPlan, v cachedAlgo) (choice, bool) {
 	ch := choice{algo: cudnn.ConvFwdAlgo(v.Algo), math: cudnn.MathType(v.Math), ws: uintptr(v.Workspace), fused: v.Fused}
 	if ch.fused != (l.relu || ch.algo == cudnn.AlgoImplicitPrecompGEMM) || ch.ws > findWorkspace {
 		return choice{}, false
@@ -247,19 +273,27 @@ func (w *worker) validate(l *convLayer, c *convPlan, v cachedAlgo) (choice, bool
 	if err := c.conv.SetMathType(ch.math); err != nil {
 		return choice{}, false
 	}
-	need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, ch.algo)
+	need, err := h.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, ch.algo)
 	if err != nil || need > ch.ws {
 		return choice{}, false
 	}
 	return ch, true
 }
 
+// prepared is the plan of a size prepare made, or nil.
+func (pl *planner) prepared(n int) *plan {
+	if slices.Contains(pl.opts.Batches, n) {
+		return pl.plans[n]
+	}
+	return nil
+}
+
 // planFor returns the plan for n images, making it with cuDNN's heuristics on
 // w's handle when n was not prepared. The caller has bound w.
-func (e *engine) planFor(n int, w *worker) (*plan, error) {
-	e.planMu.Lock()
-	defer e.planMu.Unlock()
-	if p := e.plans[n]; p != nil {
+func (pl *planner) planFor(n int, w *worker) (*plan, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if p := pl.plans[n]; p != nil {
 		return p, nil
 	}
 	choose := func(l *convLayer, c *convPlan) (choice, error) {
@@ -281,10 +315,22 @@ func (e *engine) planFor(n int, w *worker) (*plan, error) {
 		}
 		return pick(res, l.relu, w.wsSize, false)
 	}
-	p, err := e.newPlan(n, choose)
+	p, err := pl.newPlan(n, choose)
 	if err != nil {
 		return nil, err
 	}
-	e.plans[n] = p
+	pl.plans[n] = p
 	return p, nil
+}
+
+// destroy releases every plan's descriptors.
+func (pl *planner) destroy() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for i, p := range pl.plans {
+		if p != nil {
+			p.destroy()
+			pl.plans[i] = nil
+		}
+	}
 }

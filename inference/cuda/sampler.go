@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -43,12 +42,9 @@ func newSampler(e *engine) *sampler {
 func openNVML(devs []*device) (*nvml.Sampler, error) {
 	gpus := make([]nvml.PCI, len(devs))
 	for i, d := range devs {
-		var v [3]int
-		for k, a := range []cudadrv.Attribute{cudadrv.PCIDomainID, cudadrv.PCIBusID, cudadrv.PCIDeviceID} {
-			var err error
-			if v[k], err = d.dev.Attribute(a); err != nil {
-				return nil, fmt.Errorf("cuda: device %d: PCI location: %w", d.ordinal, err)
-			}
+		v, err := d.pciLocation()
+		if err != nil {
+			return nil, err
 		}
 		gpus[i] = nvml.PCI{Domain: uint32(v[0]), Bus: uint32(v[1]), Device: uint32(v[2])}
 	}

@@ -62,8 +62,6 @@ func (s *slot) events() []*cudadrv.Event {
 	return []*cudadrv.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1}
 }
 
-func (d *device) param(off int) uintptr { return uintptr(d.params) + uintptr(off) }
-
 // allocDevice returns bytes of zeroed device memory in the current context.
 func allocDevice(bytes int) (uintptr, error) {
 	p, err := cudadrv.MemAlloc(bytes)
@@ -196,36 +194,33 @@ func (w *worker) init() error {
 const blasWorkspace = 32 << 20
 
 // capture records the forward pass of every prepared batch size for every slot
-// into a CUDA graph, then replays each once.
+// into a CUDA graph, and uploads each graph to the device without running it.
 func (w *worker) capture() error {
 	return withContext(w.dev, func() error {
-		stream := w.comp
 		w.graphs = make([]map[int]cudadrv.Exec, len(w.slots))
 		for i := range w.slots {
 			s := &w.slots[i]
 			w.graphs[i] = map[int]cudadrv.Exec{}
 			for _, n := range w.e.opts.Batches {
-				if err := cudadrv.BeginCapture(stream); err != nil {
+				if err := cudadrv.BeginCapture(w.comp); err != nil {
 					return w.wrap("capture", err)
 				}
-				ferr := w.forward(w.e.plans[n], s.in, s.outDev)
-				g, err := cudadrv.EndCapture(stream)
+				ferr := w.forward(w.e.plans.prepared(n), s.in, s.outDev)
+				g, err := cudadrv.EndCapture(w.comp)
 				if err := errors.Join(ferr, err); err != nil {
-					_ = g.Destroy()
-					return w.wrap(fmt.Sprintf("capture of batch %d", n), err)
+					return w.wrap(fmt.Sprintf("capture of batch %d", n), errors.Join(err, g.Destroy()))
 				}
 				exec, err := g.Instantiate()
-				_ = g.Destroy()
-				if err != nil {
-					return w.wrap("capture", err)
+				if err := errors.Join(err, g.Destroy()); err != nil {
+					return w.wrap("capture", errors.Join(err, exec.Destroy()))
 				}
 				w.graphs[i][n] = exec
-				if err := exec.Launch(stream); err != nil {
-					return w.wrap("graph launch", err)
+				if err := exec.Upload(w.comp); err != nil {
+					return w.wrap("graph upload", err)
 				}
 			}
 		}
-		return w.wrap("graph replay", w.comp.Synchronize())
+		return w.wrap("graph upload", w.comp.Synchronize())
 	})
 }
 
@@ -239,12 +234,13 @@ func (w *worker) allocWorkspace(n uintptr) error {
 	}))
 }
 
-// warm runs one forward pass of every prepared batch size.
-func (w *worker) warm() error {
+// firstInference runs the worker's first forward pass of every prepared batch
+// size, on slot 0 and the way Compute runs it (its graph, with Options.Graphs).
+func (w *worker) firstInference() error {
 	return withContext(w.dev, func() error {
 		for _, n := range w.e.opts.Batches {
-			if err := w.forward(w.e.plans[n], w.slots[0].in, w.slots[0].outDev); err != nil {
-				return w.wrap(fmt.Sprintf("first inference of %d", n), err)
+			if err := w.enqueueForward(0, w.e.plans.prepared(n)); err != nil {
+				return w.wrap(fmt.Sprintf("first inference of batch %d", n), err)
 			}
 		}
 		return w.wrap("first inference", w.comp.Synchronize())
@@ -362,10 +358,9 @@ func (w *worker) Compute(slot, n int) error {
 	if n < 1 || n > s.n {
 		return fmt.Errorf("cuda: compute %d images of slot holding %d", n, s.n)
 	}
-	n = w.e.runAs[n]
-	p, err := w.e.planFor(n, w)
+	p, err := w.e.plans.planFor(w.e.plans.runAs[n], w)
 	if err != nil {
-		return err
+		return w.wrap("compute", err)
 	}
 	if w.overlap {
 		if err := w.comp.WaitEvent(s.evIn1); err != nil {
@@ -375,19 +370,23 @@ func (w *worker) Compute(slot, n int) error {
 	if err := s.evComp0.Record(w.comp); err != nil {
 		return w.wrap("compute", err)
 	}
-	var graph cudadrv.Exec
-	ok := false
-	if w.graphs != nil {
-		graph, ok = w.graphs[slot][n]
-	}
-	if ok {
-		if err := graph.Launch(w.comp); err != nil {
-			return w.wrap("compute", err)
-		}
-	} else if err := w.forward(p, s.in, s.outDev); err != nil {
+	if err := w.enqueueForward(slot, p); err != nil {
 		return w.wrap("compute", err)
 	}
 	return w.wrap("compute", s.evComp1.Record(w.comp))
+}
+
+// enqueueForward enqueues the forward pass of p.n images of slot on the
+// compute stream: one launch of the slot's graph for p.n when there is one,
+// else forward's library calls.
+func (w *worker) enqueueForward(slot int, p *plan) error {
+	if w.graphs != nil {
+		if g, ok := w.graphs[slot][p.n]; ok {
+			return g.Launch(w.comp)
+		}
+	}
+	s := &w.slots[slot]
+	return w.forward(p, s.in, s.outDev)
 }
 
 // CopyOut starts copying the logits of n images to Output(slot), after compute.
@@ -512,4 +511,16 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 		return fmt.Errorf("classifier bias: %w", err)
 	}
 	return nil
+}
+
+// wrap adds context to a worker error and marks it with backend.ErrDeviceLost
+// when the context cannot be used again.
+func (w *worker) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if deviceLost(err) {
+		return fmt.Errorf("cuda: worker %d (device %d): %s: %w: %w", w.id, w.dev.ordinal, op, err, backend.ErrDeviceLost)
+	}
+	return fmt.Errorf("cuda: worker %d (device %d): %s: %w", w.id, w.dev.ordinal, op, err)
 }

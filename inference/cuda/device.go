@@ -1,0 +1,125 @@
+//go:build cuda && linux && cgo
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+)
+
+// device is one GPU: its primary context and its copy of the weights.
+type device struct {
+	ordinal  int
+	dev      cudadrv.Device
+	ctx      cudadrv.Context
+	params   uintptr        // all weights and biases, see network
+	ref      cudadrv.Stream // an idle stream: events recorded on it complete at once
+	retained bool
+}
+
+// deviceCount initialises the driver, on first use, and returns the number of
+// devices; an error wraps backend.ErrNoGPU and says what failed.
+func deviceCount() (int, error) {
+	if err := cudadrv.Init(); err != nil {
+		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
+	}
+	n, err := cudadrv.DeviceCount()
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %w: %w", backend.ErrNoGPU, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("cuda: %w: the driver reports no device", backend.ErrNoGPU)
+	}
+	return n, nil
+}
+
+// withContext runs f on a locked OS thread with d's context current and
+// restores the thread's previous context.
+func withContext(d *device, f func() error) (err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, err := cudadrv.CurrentContext()
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	if err := cudadrv.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("cuda: device %d: %w", d.ordinal, err)
+	}
+	defer func() {
+		if rerr := cudadrv.SetCurrentContext(prev); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("cuda: restoring the thread's context: %w", rerr))
+		}
+	}()
+	return f()
+}
+
+// newDevice retains device ord's primary context and uploads params to it.
+// On error it returns what it made, for close.
+func newDevice(ord int, params []byte) (*device, error) {
+	dev, err := cudadrv.GetDevice(ord)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	ctx, err := dev.RetainPrimaryContext()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", ord, err)
+	}
+	d := &device{ordinal: ord, dev: dev, ctx: ctx, retained: true}
+	err = withContext(d, func() error {
+		var err error
+		if d.ref, err = cudadrv.NewStream(); err != nil {
+			return fmt.Errorf("cuda: device %d: %w", ord, err)
+		}
+		if d.params, err = cudadrv.MemAlloc(len(params)); err != nil {
+			return fmt.Errorf("cuda: device %d: weights: %w", ord, err)
+		}
+		if err := cudadrv.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), len(params)); err != nil {
+			return fmt.Errorf("cuda: device %d: upload weights: %w", ord, err)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// param is the device address of the parameter at byte offset off.
+func (d *device) param(off int) uintptr { return d.params + uintptr(off) }
+
+// pciLocation is where the device sits on the PCI bus: domain, bus, device.
+func (d *device) pciLocation() ([3]int, error) {
+	var v [3]int
+	for k, a := range []cudadrv.Attribute{cudadrv.PCIDomainID, cudadrv.PCIBusID, cudadrv.PCIDeviceID} {
+		var err error
+		if v[k], err = d.dev.Attribute(a); err != nil {
+			return v, fmt.Errorf("cuda: device %d: PCI location: %w", d.ordinal, err)
+		}
+	}
+	return v, nil
+}
+
+func (d *device) close() error {
+	var errs []error
+	if d.params != 0 || !d.ref.IsZero() {
+		errs = append(errs, withContext(d, func() error {
+			var errs []error
+			if d.params != 0 {
+				errs = append(errs, cudadrv.MemFree(d.params))
+				d.params = 0
+			}
+			if !d.ref.IsZero() {
+				errs = append(errs, d.ref.Destroy())
+				d.ref = cudadrv.Stream{}
+			}
+			return errors.Join(errs...)
+		}))
+	}
+	if d.retained {
+		errs = append(errs, d.dev.ReleasePrimaryContext())
+		d.retained = false
+	}
+	return errors.Join(errs...)
+}
