@@ -217,10 +217,30 @@ type Worker interface {
 	Device() int
 }
 
-// Times are device-measured stage durations of one batch.
+// Times are device-measured stage durations of one batch, on the device's
+// clock (on a GPU, from events recorded on its streams).
 type Times struct {
-	H2D, Compute, D2H time.Duration
-	Valid             bool // false when the device does not time stages
+	// H2D is the copy-in: from the device reaching the first copy of the batch
+	// to its last copy's end.
+	H2D time.Duration
+	// Compute is the device's execution of the forward pass: the compute
+	// stream's span from the event before the forward pass to the event after
+	// it, less LaunchGap when HasLaunchGap (the whole span otherwise). Time the
+	// device spent on other batches that shared it (other workers' kernels
+	// running at the same time) is included.
+	Compute time.Duration
+	// LaunchGap is the part of that span in which the device waited for the
+	// host to enqueue the next part of the forward pass, so that
+	// Compute+LaunchGap is the span. How the back-end measures it is its own
+	// (see package cuda); HasLaunchGap is false where it did not.
+	LaunchGap time.Duration
+	// D2H is the copy-out of the logits, as H2D.
+	D2H time.Duration
+	// Valid is false when the device does not time stages (then every field is
+	// zero and none was measured).
+	Valid bool
+	// HasLaunchGap says that LaunchGap was measured and Compute excludes it.
+	HasLaunchGap bool
 }
 
 // A Sampler measures device utilisation over an interval. Start and Stop are
@@ -266,8 +286,9 @@ type Utilization struct {
 	Kind    UtilizationKind
 	Percent float64
 	// Busy is the percentage of the interval during which the device executed
-	// this engine's work, measured from device events (GPU back-ends); HasBusy
-	// says whether it was measured.
+	// this engine's forward passes (Times.Compute: kernels, not the gaps in
+	// which the device waited for the host), measured from device events (GPU
+	// back-ends); HasBusy says whether it was measured.
 	Busy    float64
 	HasBusy bool
 	// Samples is how many samples Percent averages (0 for a sampler that

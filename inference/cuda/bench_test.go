@@ -122,8 +122,8 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	release, err := w.Bind()
 	require.NoError(b, err)
 	defer release()
-	var compute, h2d time.Duration
-	waits := 0
+	var compute, gap, h2d time.Duration
+	waits, split := 0, 0
 	issued := make([]time.Time, slots)
 	latencies := make([]time.Duration, 0, 1<<16)
 	wait := func(slot int) {
@@ -131,8 +131,12 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		require.NoError(b, err)
 		latencies = append(latencies, time.Since(issued[slot]))
 		compute += t.Compute
+		gap += t.LaunchGap
 		h2d += t.H2D
 		waits++
+		if t.HasLaunchGap {
+			split++
+		}
 	}
 	s := e.Sampler()
 	require.NoError(b, s.Start())
@@ -160,9 +164,14 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	require.NoError(b, err)
 	b.ReportMetric(float64(i*batch)/elapsed.Seconds(), "images/s")
 	b.ReportMetric(float64(compute.Nanoseconds())/float64(waits), "compute-ns")
+	if split == waits {
+		b.ReportMetric(float64(gap.Nanoseconds())/float64(waits), "launch-gap-ns")
+	}
 	b.ReportMetric(float64(h2d.Nanoseconds())/float64(waits), "h2d-ns")
 	b.ReportMetric(u.Percent, "gpu-util-pct")
-	b.ReportMetric(u.Busy, "busy-pct")
+	if u.HasBusy {
+		b.ReportMetric(u.Busy, "busy-pct")
+	}
 	b.ReportMetric(float64(warm.Nanoseconds()), "warmup-ns")
 }
 

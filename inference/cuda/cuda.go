@@ -32,7 +32,14 @@
 //  4. first-inference: run each worker's first forward pass of every planned
 //     batch size, as Compute would (one graph launch, with graphs); this is
 //     where the device first executes the model and pays what a first run
-//     costs (loading kernels, the libraries' lazy set-up).
+//     costs (loading kernels, the libraries' lazy set-up);
+//  5. calibrate (without Options.Graphs): on the first worker of every device,
+//     time each planned batch size's forward pass as the device runs it with
+//     nothing waiting for the host: the compute stream is held back by a gate
+//     (cudadrv.Gate) until the whole pass is enqueued, and events after the
+//     gate and after the pass give its own time (median of 5 runs). If the gate
+//     fails, Open goes on without it and says so in the config line
+//     cuda-calibration.
 //
 // Info().Config holds the device's config lines (see Describe), cuda-devices,
 // and the algorithm cache's use, which tells a cold start from a warm one:
@@ -50,10 +57,23 @@
 // copied directly; other parts are first copied into the slot's pinned staging
 // buffer by several goroutines), Compute (per layer one fused convolution + bias
 // + ReLU (+ residual) call, max-pool, average pool, classifier GEMM + bias, or
-// one graph launch), CopyOut and Wait. Each step is bracketed by CUDA events,
-// which give the stage times and the busy fraction the Sampler reports. In the
-// Serial pipeline all steps share the worker's stream; in Overlap, copy-in,
-// compute and copy-out have their own streams, ordered by events.
+// one graph launch), CopyOut and Wait. In the Serial pipeline all steps share
+// the worker's stream; in Overlap, copy-in, compute and copy-out have their own
+// streams, ordered by events.
+//
+// Each step is bracketed by CUDA events, which give the stage times of
+// backend.Times. The compute span (from the event before the forward pass to
+// the one after) includes the time the device waited for the host to enqueue
+// the next call, which without graphs can be most of it at small batches. Wait
+// splits it (splitSpan) into Compute, the device's execution, and LaunchGap,
+// using one more event, which the host records on an idle stream of the device
+// right after enqueueing the pass (the device can wait for the host only until
+// then), and the pass's own time from calibrate. A graph is one launch: its gap
+// is the wait for that launch. A batch that runs as library calls at a size
+// calibrate did not time (a size planned after Open; with graphs, the only
+// batches that run as calls) has no split: its Compute is the whole span and
+// HasLaunchGap is false. The Sampler's busy fraction is built from Compute, so
+// it counts execution, not launch gaps.
 //
 // Without the cuda build tag, Open and Describe return errors wrapping
 // backend.ErrNoGPU.

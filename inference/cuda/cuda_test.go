@@ -66,6 +66,16 @@ func randomInput(n, h, w int, seed uint64) []float32 {
 // the logits.
 func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 	t.Helper()
+	times := runTimed(t, e, parts, n)
+	assert.True(t, times.Valid)
+	assert.Positive(t, times.Compute)
+	w := e.Workers()[0]
+	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*engine).opts.MaxBatch]...)
+}
+
+// runTimed pushes one batch through slot 0 of worker 0 and returns its times.
+func runTimed(t testing.TB, e backend.Engine, parts [][]float32, n int) backend.Times {
+	t.Helper()
 	w := e.Workers()[0]
 	release, err := w.Bind()
 	require.NoError(t, err)
@@ -75,9 +85,7 @@ func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 	require.NoError(t, w.CopyOut(0, n))
 	times, err := w.Wait(0)
 	require.NoError(t, err)
-	assert.True(t, times.Valid)
-	assert.Positive(t, times.Compute)
-	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*engine).opts.MaxBatch]...)
+	return times
 }
 
 // relErr is max|got-want| / max|want|.
@@ -275,7 +283,7 @@ func TestWarmup(t *testing.T) {
 			} else {
 				assert.Equal(t, fmt.Sprintf("warm hits=%d misses=0", searched), configValue(info.Config, "cudnn-algo-cache"))
 			}
-			want := []string{"load", "plan", "first-inference"}
+			want := []string{"load", "plan", "first-inference", "calibrate"}
 			if cfg.graphs {
 				want = []string{"load", "plan", "capture", "first-inference"}
 			}
@@ -329,6 +337,68 @@ func TestSampler(t *testing.T) {
 	assert.True(t, u.HasBusy)
 	assert.Greater(t, u.Busy, 1.0)
 	assert.LessOrEqual(t, u.Busy, 100.0)
+}
+
+// TestLaunchGap runs ResNet-18 at batch 1, fp16, one batch at a time from
+// pinned memory, for 2 s without graphs and 2 s with. Without graphs the host
+// takes longer to enqueue the ~30 library calls than the device takes to run
+// them, so most of the compute stream's span is launch gap. Checked against
+// figures measured independently: the execution time without graphs must be
+// near the graph's (events around one launch), and the busy share near NVML's
+// utilisation, not near the span's share of the time.
+func TestLaunchGap(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.ResNet18(), 1)
+	require.NoError(t, err)
+	x := randomInput(1, 250, 250, 5)
+	type result struct {
+		compute, gap, span, wall time.Duration
+		batches                  int
+		util                     backend.Utilization
+	}
+	measure := func(graphs bool) result {
+		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 250, Width: 250,
+			Precision: backend.FP16, Graphs: graphs})
+		require.NoError(t, err)
+		defer e.Close()
+		require.Empty(t, configValue(e.Info().Config, "cuda-calibration"), "calibration failed")
+		in, err := e.(backend.Allocator).AllocHost(len(x))
+		require.NoError(t, err)
+		copy(in, x)
+		s := e.Sampler()
+		require.NoError(t, s.Start())
+		var r result
+		t0 := time.Now()
+		for time.Since(t0) < 2*time.Second {
+			times := runTimed(t, e, [][]float32{in}, 1)
+			require.True(t, times.HasLaunchGap, "launch gap measured")
+			r.compute += times.Compute
+			r.gap += times.LaunchGap
+			r.batches++
+		}
+		r.wall = time.Since(t0)
+		r.util, err = s.Stop()
+		require.NoError(t, err)
+		r.compute /= time.Duration(r.batches)
+		r.gap /= time.Duration(r.batches)
+		r.span = r.compute + r.gap
+		t.Logf("graphs=%v: %d batches in %v, per batch: span %v = execution %v + launch gap %v; busy %.1f %%, span share %.1f %%, NVML %.1f %% (%d samples)",
+			graphs, r.batches, r.wall.Round(time.Millisecond), r.span, r.compute, r.gap, r.util.Busy,
+			100*float64(r.span)*float64(r.batches)/float64(r.wall), r.util.Percent, r.util.Samples)
+		return r
+	}
+	calls, graph := measure(false), measure(true)
+
+	assert.Less(t, graph.gap, graph.span/4, "with a graph the device waits only for the one launch")
+	ratio := float64(calls.compute) / float64(graph.compute)
+	assert.True(t, ratio > 0.5 && ratio < 2.5, "execution without graphs %v, with graphs %v: ratio %.2f, want 0.5-2.5",
+		calls.compute, graph.compute, ratio)
+	assert.Greater(t, calls.gap, calls.compute, "the host-bound pass without graphs is mostly launch gap")
+	require.True(t, calls.util.HasBusy)
+	spanShare := 100 * float64(calls.span) * float64(calls.batches) / float64(calls.wall)
+	assert.Less(t, calls.util.Busy, spanShare/2, "busy counts execution, not the span")
+	require.Positive(t, calls.util.Samples, "NVML sampled")
+	assert.InDelta(t, calls.util.Percent, calls.util.Busy, 25, "busy (events) against NVML's utilisation")
 }
 
 // TestFP16AgreesWithFP32 checks issue 5's bar: on 256 random inputs, FP16 picks

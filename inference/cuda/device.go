@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
@@ -20,6 +21,10 @@ type device struct {
 	params   uintptr        // all weights and biases, see network
 	ref      cudadrv.Stream // an idle stream: events recorded on it complete at once
 	retained bool
+	// ownTime is the forward pass's own execution time by batch size, measured
+	// at Open by worker.timeForward for the prepared sizes when the pass runs
+	// as library calls (no graphs). Written only during Open.
+	ownTime map[int]time.Duration
 }
 
 // deviceCount initialises the driver, on first use, and returns the number of
@@ -69,7 +74,7 @@ func newDevice(ord int, params []byte) (*device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", ord, err)
 	}
-	d := &device{ordinal: ord, dev: dev, ctx: ctx, retained: true}
+	d := &device{ordinal: ord, dev: dev, ctx: ctx, retained: true, ownTime: map[int]time.Duration{}}
 	err = withContext(d, func() error {
 		var err error
 		if d.ref, err = cudadrv.NewStream(); err != nil {

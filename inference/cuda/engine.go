@@ -39,6 +39,8 @@ type engine struct {
 	sampler *sampler
 	copier  *copier
 
+	calibrateErr error // why calibrate could not time the forward pass
+
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
 	registered []hostRange // caller's memory page-locked by RegisterHost
@@ -106,6 +108,7 @@ func (e *engine) open() error {
 		{name: "plan", run: e.plan},
 		{name: "capture", run: e.capture, skip: !e.opts.Graphs},
 		{name: "first-inference", run: e.firstInference},
+		{name: "calibrate", run: e.calibrate, skip: e.opts.Graphs},
 	}
 	var setup []backend.Part
 	for _, s := range steps {
@@ -124,6 +127,9 @@ func (e *engine) open() error {
 	}
 	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
 	cfg = append(cfg, e.plans.cache.config()...)
+	if e.calibrateErr != nil {
+		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
+	}
 	e.sampler = newSampler(e)
 	e.info = backend.Info{Config: cfg, Setup: setup, GPU: true}
 	return nil
@@ -207,6 +213,33 @@ func (e *engine) firstInference() error {
 	for _, w := range e.workers {
 		if err := w.firstInference(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// calibrate measures, on the first worker of every device, the forward pass's
+// own time for each prepared batch size (worker.timeForward), from which Wait
+// tells execution from launch gaps. With graphs every prepared size runs as a
+// graph, whose gaps need no calibration, and the step is skipped.
+//
+// A failure does not fail Open (the first inference already ran the same
+// calls): the sizes stay uncalibrated, so their batches report no launch gap,
+// and the error is the config line cuda-calibration.
+func (e *engine) calibrate() error {
+	for _, d := range e.devices {
+		i := slices.IndexFunc(e.workers, func(w *worker) bool { return w.dev == d })
+		for _, n := range e.opts.Batches {
+			own, err := e.workers[i].timeForward(e.plans.prepared(n))
+			if err != nil {
+				if deviceLost(err) {
+					return err
+				}
+				e.calibrateErr = err
+				clear(d.ownTime)
+				return nil
+			}
+			d.ownTime[n] = own
 		}
 	}
 	return nil

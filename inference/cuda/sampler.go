@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
@@ -13,9 +14,17 @@ import (
 )
 
 // sampler measures utilisation two ways: NVML's utilisation.gpu sampled every
-// 100 ms, and the busy fraction, the union of the compute intervals of the
-// batches waited for, measured with events against a reference event recorded
-// on each device at Start.
+// 100 ms, and the busy fraction from events: the share of the interval in
+// which each device executed this engine's forward passes. Each batch waited
+// for during the interval contributes the interval [end-Compute, end], where
+// end is its compute end event, timed against a reference event recorded on
+// the device at Start, and Compute is its execution time without launch gaps
+// (backend.Times). For one worker per device, whose batches follow each other
+// on one stream, the sum is exact: a batch's kernels run within its span and
+// take Compute in all; placing them at the span's end only decides how the
+// batches of several workers on one device overlap, which the union counts
+// once. The fraction is not measured when a batch had no launch-gap split
+// (or its end could not be timed).
 type sampler struct {
 	e       *engine
 	nvml    *nvml.Sampler // nil when NVML is not available
@@ -24,7 +33,10 @@ type sampler struct {
 	mu     sync.Mutex
 	active bool
 	refs   []refEvents    // per engine device
-	spans  [][][2]float64 // per device: compute intervals in ms after the reference
+	spans  [][][2]float64 // per device: execution intervals in ms after the reference
+	// unmeasured counts the interval's batches whose execution interval is
+	// unknown: no launch-gap split, or an event time the driver refused.
+	unmeasured int
 }
 
 type refEvents struct{ start, end cudadrv.Event }
@@ -81,6 +93,7 @@ func (s *sampler) Start() error {
 			return err
 		}
 		s.spans[i] = s.spans[i][:0]
+		s.unmeasured = 0
 	}
 	if s.nvml != nil {
 		if err := s.nvml.Start(); err != nil {
@@ -91,20 +104,22 @@ func (s *sampler) Start() error {
 	return nil
 }
 
-// record adds the compute interval of a finished batch of w.
-func (s *sampler) record(w *worker, sl *slot) {
+// record adds the execution interval of a finished batch of w, whose times
+// Wait measured as t.
+func (s *sampler) record(w *worker, sl *slot, t backend.Times) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.active {
 		return
 	}
 	i := s.deviceIndex(w.dev)
-	r := s.refs[i]
-	a, err1 := sl.evComp0.Since(r.start)
-	b, err2 := sl.evComp1.Since(r.start)
-	if err1 == nil && err2 == nil {
-		s.spans[i] = append(s.spans[i], [2]float64{a.Seconds() * 1e3, b.Seconds() * 1e3})
+	end, err := sl.evComp1.Since(s.refs[i].start)
+	if err != nil || !t.HasLaunchGap {
+		s.unmeasured++
+		return
 	}
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+	s.spans[i] = append(s.spans[i], [2]float64{ms(end - t.Compute), ms(end)})
 }
 
 // Stop ends the interval.
@@ -115,7 +130,7 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 		return backend.Utilization{}, errors.New("cuda: sampler stopped without Start")
 	}
 	s.active = false
-	u := backend.Utilization{Kind: backend.GPUUtilization, HasBusy: true}
+	u := backend.Utilization{Kind: backend.GPUUtilization, HasBusy: s.unmeasured == 0}
 	var errs []error
 	var busy float64
 	for i, d := range s.e.devices {

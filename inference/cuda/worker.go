@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
@@ -52,14 +54,18 @@ type slot struct {
 	outDev uintptr   // device logits
 	out    []float32 // pinned host logits
 	n      int       // images copied in
+	ran    int       // the batch size the last Compute ran at
+	graph  bool      // the last Compute was a graph launch
 
-	// Events: copy-in start/end, compute start/end, copy-out start/end.
-	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1 cudadrv.Event
+	// Events: copy-in start/end, compute start/end, copy-out start/end, and
+	// evEnq, recorded on the device's idle stream once the host has enqueued
+	// the forward pass (see splitSpan).
+	evIn0, evIn1, evComp0, evComp1, evOut0, evOut1, evEnq cudadrv.Event
 }
 
 // events lists the slot's events, for making and destroying them.
 func (s *slot) events() []*cudadrv.Event {
-	return []*cudadrv.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1}
+	return []*cudadrv.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1, &s.evEnq}
 }
 
 // allocDevice returns bytes of zeroed device memory in the current context.
@@ -239,7 +245,7 @@ func (w *worker) allocWorkspace(n uintptr) error {
 func (w *worker) firstInference() error {
 	return withContext(w.dev, func() error {
 		for _, n := range w.e.opts.Batches {
-			if err := w.enqueueForward(0, w.e.plans.prepared(n)); err != nil {
+			if _, err := w.enqueueForward(0, w.e.plans.prepared(n)); err != nil {
 				return w.wrap(fmt.Sprintf("first inference of batch %d", n), err)
 			}
 		}
@@ -370,23 +376,64 @@ func (w *worker) Compute(slot, n int) error {
 	if err := s.evComp0.Record(w.comp); err != nil {
 		return w.wrap("compute", err)
 	}
-	if err := w.enqueueForward(slot, p); err != nil {
+	graph, err := w.enqueueForward(slot, p)
+	if err != nil {
 		return w.wrap("compute", err)
 	}
-	return w.wrap("compute", s.evComp1.Record(w.comp))
+	s.ran, s.graph = p.n, graph
+	if err := s.evComp1.Record(w.comp); err != nil {
+		return w.wrap("compute", err)
+	}
+	return w.wrap("compute", s.evEnq.Record(w.dev.ref))
 }
 
 // enqueueForward enqueues the forward pass of p.n images of slot on the
-// compute stream: one launch of the slot's graph for p.n when there is one,
-// else forward's library calls.
-func (w *worker) enqueueForward(slot int, p *plan) error {
+// compute stream: one launch of the slot's graph for p.n when there is one
+// (graph is then true), else forward's library calls.
+func (w *worker) enqueueForward(slot int, p *plan) (graph bool, err error) {
 	if w.graphs != nil {
 		if g, ok := w.graphs[slot][p.n]; ok {
-			return g.Launch(w.comp)
+			return true, g.Launch(w.comp)
 		}
 	}
 	s := &w.slots[slot]
-	return w.forward(p, s.in, s.outDev)
+	return false, w.forward(p, s.in, s.outDev)
+}
+
+// timeForward measures the device's own time for the forward pass of p
+// (library calls, no graph) on slot 0: the compute stream is held back by a
+// gate until the host has enqueued the whole pass, so the device runs it back
+// to back, timed by events after the gate and after the pass. It returns the
+// median of 5 runs. Nothing else may use the worker meanwhile.
+func (w *worker) timeForward(p *plan) (time.Duration, error) {
+	var runs [5]time.Duration
+	s := &w.slots[0]
+	err := withContext(w.dev, func() error {
+		for i := range runs {
+			g, err := cudadrv.HoldStream(w.comp)
+			if err != nil {
+				return err
+			}
+			err = errors.Join(s.evComp0.Record(w.comp), w.forward(p, s.in, s.outDev), s.evComp1.Record(w.comp))
+			err = errors.Join(err, g.Open())
+			if serr := w.comp.Synchronize(); serr != nil {
+				return errors.Join(err, serr) // the gate may still be in use: leave it
+			}
+			g.Free()
+			if err != nil {
+				return err
+			}
+			if runs[i], err = s.evComp1.Since(s.evComp0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, w.wrap(fmt.Sprintf("timing the forward pass of batch %d", p.n), err)
+	}
+	slices.Sort(runs[:])
+	return runs[len(runs)/2], nil
 }
 
 // CopyOut starts copying the logits of n images to Output(slot), after compute.
@@ -411,22 +458,25 @@ func (w *worker) CopyOut(slot, n int) error {
 }
 
 // Wait blocks until slot's logits are in Output(slot) and returns the stage
-// times measured with events.
+// times measured with events; Compute and LaunchGap are split by splitSpan.
 func (w *worker) Wait(slot int) (backend.Times, error) {
 	s := &w.slots[slot]
-	if err := s.evOut1.Synchronize(); err != nil {
+	if err := errors.Join(s.evOut1.Synchronize(), s.evEnq.Synchronize()); err != nil {
 		return backend.Times{}, w.wrap("wait", err)
 	}
 	var t backend.Times
-	var e1, e2, e3 error
+	var e1, e2, e3, e4 error
+	var span, enqueued time.Duration
 	t.H2D, e1 = s.evIn1.Since(s.evIn0)
-	t.Compute, e2 = s.evComp1.Since(s.evComp0)
-	t.D2H, e3 = s.evOut1.Since(s.evOut0)
-	if err := errors.Join(e1, e2, e3); err != nil {
-		return t, w.wrap("event times", err)
+	span, e2 = s.evComp1.Since(s.evComp0)
+	enqueued, e3 = s.evEnq.Since(s.evComp0)
+	t.D2H, e4 = s.evOut1.Since(s.evOut0)
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		return backend.Times{}, w.wrap("event times", err)
 	}
+	t.Compute, t.LaunchGap, t.HasLaunchGap = splitSpan(span, enqueued, w.dev.ownTime[s.ran], s.graph)
 	t.Valid = true
-	w.e.sampler.record(w, s)
+	w.e.sampler.record(w, s, t)
 	return t, nil
 }
 
