@@ -285,14 +285,21 @@ type Utilization struct {
 	// is not NoUtilization.
 	Kind    UtilizationKind
 	Percent float64
+	// PercentErr says why Percent was not measured, when a sampler of some
+	// kind could not measure it and Kind is therefore NoUtilization (for
+	// NVML: the library could not be opened, or the interval was shorter
+	// than the sampling period, so no sample fell inside it). It is nil when
+	// Percent was measured.
+	PercentErr error
 	// Busy is the percentage of the interval during which the device executed
 	// this engine's forward passes (Times.Compute: kernels, not the gaps in
 	// which the device waited for the host), measured from device events (GPU
 	// back-ends); HasBusy says whether it was measured.
 	Busy    float64
 	HasBusy bool
-	// Samples is how many samples Percent averages (0 for a sampler that
-	// measures the whole interval at once).
+	// Samples is how many samples Percent averages: for NVML, one per device
+	// per sampling period of the interval; 0 for a sampler that measures the
+	// whole interval at once.
 	Samples int
 }
 

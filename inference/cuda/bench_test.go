@@ -168,7 +168,10 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 		b.ReportMetric(float64(gap.Nanoseconds())/float64(waits), "launch-gap-ns")
 	}
 	b.ReportMetric(float64(h2d.Nanoseconds())/float64(waits), "h2d-ns")
-	b.ReportMetric(u.Percent, "gpu-util-pct")
+	if u.PercentErr == nil {
+		b.ReportMetric(u.Percent, "gpu-util-pct")
+		b.ReportMetric(float64(u.Samples), "gpu-util-samples")
+	}
 	if u.HasBusy {
 		b.ReportMetric(u.Busy, "busy-pct")
 	}

@@ -314,6 +314,8 @@ func TestAlgoCacheOff(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "no cache file written")
 }
 
+// TestSampler runs ResNet-18 at batch 64 for 1.5 s and checks that NVML took
+// samples (one per 100 ms) and that the busy share was measured.
 func TestSampler(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.ResNet18(), 1)
@@ -325,18 +327,29 @@ func TestSampler(t *testing.T) {
 	s := e.Sampler()
 	require.NotNil(t, s)
 	require.NoError(t, e.(*engine).sampler.nvmlErr, "NVML finds the CUDA device by its PCI location")
+	assert.Equal(t, "utilization.gpu every 100ms", configValue(e.Info().Config, "nvml"))
 	require.NoError(t, s.Start())
 	t0 := time.Now()
-	for time.Since(t0) < 500*time.Millisecond {
+	for time.Since(t0) < 1500*time.Millisecond {
 		run(t, e, [][]float32{x}, 64)
 	}
 	u, err := s.Stop()
 	require.NoError(t, err)
 	t.Logf("utilisation: %+v", u)
 	assert.Equal(t, backend.GPUUtilization, u.Kind)
+	require.NoError(t, u.PercentErr, "NVML measured")
+	assert.GreaterOrEqual(t, u.Samples, 10, "samples of 1.5 s at one per 100 ms")
 	assert.True(t, u.HasBusy)
 	assert.Greater(t, u.Busy, 1.0)
 	assert.LessOrEqual(t, u.Busy, 100.0)
+
+	// An interval shorter than the sampling period measures no utilisation.
+	require.NoError(t, s.Start())
+	u, err = s.Stop()
+	require.NoError(t, err)
+	assert.Error(t, u.PercentErr, "no sample in an empty interval")
+	assert.Equal(t, backend.NoUtilization, u.Kind)
+	assert.Zero(t, u.Samples)
 }
 
 // TestLaunchGap runs ResNet-18 at batch 1, fp16, one batch at a time from

@@ -131,6 +131,7 @@ func (e *engine) open() error {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
 	e.sampler = newSampler(e)
+	cfg = append(cfg, e.sampler.config())
 	e.info = backend.Info{Config: cfg, Setup: setup, GPU: true}
 	return nil
 }

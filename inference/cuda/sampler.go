@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +15,8 @@ import (
 )
 
 // sampler measures utilisation two ways: NVML's utilisation.gpu sampled every
-// 100 ms, and the busy fraction from events: the share of the interval in
+// 100 ms (not measured, with the reason in Utilization.PercentErr, when NVML
+// is unavailable or no sample fell inside the interval), and the busy fraction from events: the share of the interval in
 // which each device executed this engine's forward passes. Each batch waited
 // for during the interval contributes the interval [end-Compute, end], where
 // end is its compute end event, timed against a reference event recorded on
@@ -64,6 +66,14 @@ func openNVML(devs []*device) (*nvml.Sampler, error) {
 }
 
 func (s *sampler) deviceIndex(d *device) int { return slices.Index(s.e.devices, d) }
+
+// config is the config line that says whether NVML samples utilisation.
+func (s *sampler) config() backend.KV {
+	if s.nvml == nil {
+		return backend.KV{Key: "nvml", Value: "unavailable: " + s.nvmlErr.Error()}
+	}
+	return backend.KV{Key: "nvml", Value: fmt.Sprintf("utilization.gpu every %v", s.nvml.Period())}
+}
 
 // Start begins an interval.
 func (s *sampler) Start() error {
@@ -130,7 +140,7 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 		return backend.Utilization{}, errors.New("cuda: sampler stopped without Start")
 	}
 	s.active = false
-	u := backend.Utilization{Kind: backend.GPUUtilization, HasBusy: s.unmeasured == 0}
+	u := backend.Utilization{HasBusy: s.unmeasured == 0}
 	var errs []error
 	var busy float64
 	for i, d := range s.e.devices {
@@ -154,8 +164,10 @@ func (s *sampler) Stop() (backend.Utilization, error) {
 	u.Busy = 100 * busy / float64(len(s.e.devices))
 	if s.nvml != nil {
 		mean, n, err := s.nvml.Stop()
-		u.Percent, u.Samples = mean, n
+		nvmlPercent(&u, nil, mean, n, s.nvml.Period())
 		errs = append(errs, err)
+	} else {
+		nvmlPercent(&u, s.nvmlErr, 0, 0, nvml.DefaultPeriod)
 	}
 	return u, errors.Join(errs...)
 }

@@ -9,7 +9,8 @@
 //     the end of every period (not at Start: NVML's figure describes the recent
 //     past, which is before the interval);
 //  3. on Stop, stops and waits for that goroutine and returns the mean over all
-//     samples and devices;
+//     samples and devices and how many device readings it averages (none for
+//     an interval shorter than a period: the mean is then not a measurement);
 //  4. on Close, shuts NVML down (idempotent).
 //
 // NVML is only reached in builds with the cuda tag; elsewhere Open fails.
