@@ -13,7 +13,8 @@
 // (internal/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
 //
 // Open prepares a backend.Engine in steps, each timed as a part of Info().Setup
-// under the name given here:
+// under the name given here (the setup phase of warm-up, in package backend's
+// vocabulary: none of them is the server's load or first phase):
 //
 //  1. init: load cuDNN and cuBLAS, retain each device's primary context and
 //     upload the folded model (batch-norm folded into convolution weight and
@@ -29,10 +30,12 @@
 //  3. capture (Options.Graphs): record the forward pass of every planned batch
 //     size for every slot into a CUDA graph, to be replayed with one launch, and
 //     upload the graphs to the device (nothing runs);
-//  4. first-inference: run each worker's first forward pass of every planned
-//     batch size, as Compute would (one graph launch, with graphs); this is
-//     where the device first executes the model and pays what a first run
-//     costs (loading kernels, the libraries' lazy set-up);
+//  4. warm: run each worker's first forward pass of every planned batch size,
+//     as Compute would (one graph launch, with graphs). This is the engine's
+//     first inference, where the device first executes the model and pays what
+//     a first run costs (loading kernels, the libraries' lazy set-up), so that
+//     calibrate times warm passes and no prepared size pays it while serving;
+//     the server's first inference (first-ns) comes after Open and is warm;
 //  5. calibrate (without Options.Graphs): on the first worker of every device,
 //     time each planned batch size's forward pass as the device runs it with
 //     nothing waiting for the host: the compute stream is held back by a gate

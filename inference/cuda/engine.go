@@ -104,10 +104,10 @@ func (e *engine) open() error {
 		run  func() error
 		skip bool
 	}{
-		{name: "load", run: e.load},
+		{name: "init", run: e.initialise},
 		{name: "plan", run: e.plan},
 		{name: "capture", run: e.capture, skip: !e.opts.Graphs},
-		{name: "first-inference", run: e.firstInference},
+		{name: "warm", run: e.warm},
 		{name: "calibrate", run: e.calibrate, skip: e.opts.Graphs},
 	}
 	var setup []backend.Part
@@ -136,9 +136,9 @@ func (e *engine) open() error {
 	return nil
 }
 
-// load loads the libraries, retains each device's context and uploads the
+// initialise loads the libraries, retains each device's context and uploads the
 // weights, and makes the workers.
-func (e *engine) load() error {
+func (e *engine) initialise() error {
 	n, err := deviceCount()
 	if err != nil {
 		return err
@@ -209,10 +209,10 @@ func (e *engine) capture() error {
 	return nil
 }
 
-// firstInference runs every worker's first forward passes.
-func (e *engine) firstInference() error {
+// warm runs every worker's first forward passes.
+func (e *engine) warm() error {
 	for _, w := range e.workers {
-		if err := w.firstInference(); err != nil {
+		if err := w.warm(); err != nil {
 			return err
 		}
 	}
@@ -224,7 +224,7 @@ func (e *engine) firstInference() error {
 // tells execution from launch gaps. With graphs every prepared size runs as a
 // graph, whose gaps need no calibration, and the step is skipped.
 //
-// A failure does not fail Open (the first inference already ran the same
+// A failure does not fail Open (warm already ran the same
 // calls): the sizes stay uncalibrated, so their batches report no launch gap,
 // and the error is the config line cuda-calibration.
 func (e *engine) calibrate() error {

@@ -240,9 +240,9 @@ func (w *worker) allocWorkspace(n uintptr) error {
 	}))
 }
 
-// firstInference runs the worker's first forward pass of every prepared batch
-// size, on slot 0 and the way Compute runs it (its graph, with Options.Graphs).
-func (w *worker) firstInference() error {
+// warm runs the worker's first forward pass of every prepared batch size, on
+// slot 0 and the way Compute runs it (its graph, with Options.Graphs).
+func (w *worker) warm() error {
 	return withContext(w.dev, func() error {
 		for _, n := range w.e.opts.Batches {
 			if _, err := w.enqueueForward(0, w.e.plans.prepared(n)); err != nil {
