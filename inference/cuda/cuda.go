@@ -30,7 +30,7 @@
 //  3. capture (Options.Graphs): record the forward pass of every planned batch
 //     size for every slot into a CUDA graph, to be replayed with one launch, and
 //     upload the graphs to the device (nothing runs);
-//  4. warm: run each worker's first forward pass of every planned batch size,
+//  4. prime: run each worker's first forward pass of every planned batch size,
 //     as Compute would (one graph launch, with graphs). This is the engine's
 //     first inference, where the device first executes the model and pays what
 //     a first run costs (loading kernels, the libraries' lazy set-up), so that

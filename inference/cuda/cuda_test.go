@@ -283,9 +283,9 @@ func TestWarmup(t *testing.T) {
 			} else {
 				assert.Equal(t, fmt.Sprintf("warm hits=%d misses=0", searched), configValue(info.Config, "cudnn-algo-cache"))
 			}
-			want := []string{"init", "plan", "warm", "calibrate"}
+			want := []string{"init", "plan", "prime", "calibrate"}
 			if cfg.graphs {
-				want = []string{"init", "plan", "capture", "warm"}
+				want = []string{"init", "plan", "capture", "prime"}
 			}
 			assert.Equal(t, want, partNames(info.Setup), "warm-up parts")
 			if cfg.prec == backend.FP32 && !cfg.graphs && round == "cold" {

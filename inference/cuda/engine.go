@@ -107,7 +107,7 @@ func (e *engine) open() error {
 		{name: "init", run: e.initialise},
 		{name: "plan", run: e.plan},
 		{name: "capture", run: e.capture, skip: !e.opts.Graphs},
-		{name: "warm", run: e.warm},
+		{name: "prime", run: e.prime},
 		{name: "calibrate", run: e.calibrate, skip: e.opts.Graphs},
 	}
 	var setup []backend.Part
@@ -209,10 +209,10 @@ func (e *engine) capture() error {
 	return nil
 }
 
-// warm runs every worker's first forward passes.
-func (e *engine) warm() error {
+// prime runs every worker's first forward passes.
+func (e *engine) prime() error {
 	for _, w := range e.workers {
-		if err := w.warm(); err != nil {
+		if err := w.prime(); err != nil {
 			return err
 		}
 	}
@@ -224,7 +224,7 @@ func (e *engine) warm() error {
 // tells execution from launch gaps. With graphs every prepared size runs as a
 // graph, whose gaps need no calibration, and the step is skipped.
 //
-// A failure does not fail Open (warm already ran the same
+// A failure does not fail Open (prime already ran the same
 // calls): the sizes stay uncalibrated, so their batches report no launch gap,
 // and the error is the config line cuda-calibration.
 func (e *engine) calibrate() error {

@@ -240,16 +240,16 @@ func (w *worker) allocWorkspace(n uintptr) error {
 	}))
 }
 
-// warm runs the worker's first forward pass of every prepared batch size, on
+// prime runs the worker's first forward pass of every prepared batch size, on
 // slot 0 and the way Compute runs it (its graph, with Options.Graphs).
-func (w *worker) warm() error {
+func (w *worker) prime() error {
 	return withContext(w.dev, func() error {
 		for _, n := range w.e.opts.Batches {
 			if _, err := w.enqueueForward(0, w.e.plans.prepared(n)); err != nil {
-				return w.wrap(fmt.Sprintf("first inference of batch %d", n), err)
+				return w.wrap(fmt.Sprintf("warm-up pass of batch %d", n), err)
 			}
 		}
-		return w.wrap("first inference", w.comp.Synchronize())
+		return w.wrap("warm-up passes", w.comp.Synchronize())
 	})
 }
 
