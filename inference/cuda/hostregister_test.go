@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda && linux && cgo
 
 package cuda
 
