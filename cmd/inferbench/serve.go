@@ -60,7 +60,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
-	svc := protocol.New(model, protocol.Options{Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory()})
+	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory()})
 
 	lns, err := f.listen()
 	if err != nil {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 )
@@ -35,6 +36,10 @@ type Options struct {
 	// the zero value allows DefaultMaxRegions regions of at most
 	// DefaultSharedMemoryBytes in all, under /dev/shm.
 	SharedMemory SharedMemoryLimits
+	// Log receives what the front door notices but answers no request with
+	// (a shared-memory region the back-end could not page-lock); nil means
+	// slog.Default().
+	Log *slog.Logger
 }
 
 // Service is the network front door of one Model: the Open Inference
@@ -62,7 +67,11 @@ func New(m *Model, opts Options) *Service {
 		opts.MaxBodyBytes = DefaultMaxBody(m)
 	}
 	s := &Service{model: m, opts: opts, drained: make(chan struct{})}
-	s.shm = newSHMRegistry(opts.SharedMemory, m.srv.RegisterHost)
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	s.opts.Log = opts.Log
+	s.shm = newSHMRegistry(opts.SharedMemory, m.srv.RegisterHost, opts.Log)
 	return s
 }
 

@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -99,8 +100,10 @@ type shmRegion struct {
 // are safe for concurrent use.
 type shmRegistry struct {
 	limits SharedMemoryLimits
-	// pin prepares a new mapping for direct copies (Server.RegisterHost).
+	// pin prepares a new mapping for direct copies (Server.RegisterHost);
+	// when it fails, the region is used unprepared and log says why.
 	pin func([]byte) (func() error, error)
+	log *slog.Logger
 
 	// regMu serialises registration and unregistration (mapping and pinning
 	// take long), so that inference requests, which take only mu, never wait
@@ -114,8 +117,8 @@ type shmRegistry struct {
 	errs    []error
 }
 
-func newSHMRegistry(limits SharedMemoryLimits, pin func([]byte) (func() error, error)) *shmRegistry {
-	return &shmRegistry{limits: limits.withDefaults(), pin: pin, byName: map[string]*shmRegion{}}
+func newSHMRegistry(limits SharedMemoryLimits, pin func([]byte) (func() error, error), log *slog.Logger) *shmRegistry {
+	return &shmRegistry{limits: limits.withDefaults(), pin: pin, log: log, byName: map[string]*shmRegion{}}
 }
 
 // enabled reports whether clients may register regions.
@@ -173,9 +176,10 @@ func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 		return err
 	}
 	if reg.unregister, err = r.pin(reg.mapping); err != nil {
-		unmapRegion(reg)
-		return &Error{Status: http.StatusInternalServerError, Code: codes.Internal,
-			Msg: fmt.Sprintf("shared-memory region %q: the back-end could not prepare it for copies: %v", name, err)}
+		// The region still works: the back-end copies from it as from any
+		// pageable memory (through its staging buffers on CUDA), slower.
+		r.log.Warn("shared-memory region registered without page-locking: copies from it go through staging", "region", name, "key", key, "err", err)
+		reg.unregister = func() error { return nil }
 	}
 	r.mu.Lock()
 	r.byName[name] = reg

@@ -5,6 +5,7 @@ package protocol_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,14 @@ func TestSharedMemoryOnCUDA(t *testing.T) {
 	probe.Close()
 	for _, pinnedInput := range []bool{false, true} {
 		t.Run(map[bool]string{false: "staging", true: "pinned-input"}[pinnedInput], func(t *testing.T) {
-			f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{BackendName: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}})
+			// Regions on tmpfs, as POSIX shared memory is: CUDA does not
+			// page-lock file mappings of every file system.
+			dir, err := os.MkdirTemp("/dev/shm", "inferbench-test-")
+			require.NoError(t, err)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			o := fixtureOpts{cfg: inference.Config{BackendName: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}}
+			o.opts.SharedMemory.Dir = dir
+			f := newFixture(t, o)
 			ctx := context.Background()
 			in := newObject(t, dir, "/in", 4*imageBytes)
 			out := newObject(t, dir, "/out", 4*4*classes)

@@ -3,8 +3,11 @@
 package protocol_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -375,6 +378,7 @@ type recorder struct {
 	backend.Backend
 	mu     sync.Mutex
 	events []string
+	fail   error // RegisterHost's answer, when set
 }
 
 func (r *recorder) log(e string) {
@@ -395,7 +399,34 @@ type recordingEngine struct {
 
 func (e recordingEngine) RegisterHost(p []byte) (func() error, error) {
 	e.r.log("register")
+	if e.r.fail != nil {
+		return nil, e.r.fail
+	}
 	return func() error { e.r.log("unregister"); return nil }, nil
+}
+
+// A region the back-end cannot page-lock (CUDA refuses some mappings) is
+// still served, through the back-end's ordinary copies, and the refusal is
+// logged, not answered as an error.
+func TestRegionTheBackendCannotPinStillServes(t *testing.T) {
+	rec := &recorder{Backend: cpu.New(), fail: errors.New("page-locking refused")}
+	var logged bytes.Buffer
+	f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{Backend: rec}, opts: protocol.Options{Log: slog.New(slog.NewTextHandler(&logged, nil))}})
+	ctx := context.Background()
+	in := newObject(t, dir, "/in", imageBytes)
+	out := newObject(t, dir, "/out", 4*classes)
+	c := f.grpcClient(t)
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	images := randomImages(4, 1)
+	in.writeFloats(0, images)
+	_, err := c.Infer(ctx, shmRequest(1, 0, 0))
+	require.NoError(t, err)
+	assert.Equal(t, bits(f.inProcess(t, images)), bits(out.readFloats(0, classes)))
+	assert.Contains(t, logged.String(), "without page-locking")
+	assert.Contains(t, logged.String(), "page-locking refused")
+	require.NoError(t, f.svc.Close())
+	assert.Equal(t, []string{"register", "register"}, rec.events, "nothing to undo for regions never page-locked")
 }
 
 func TestRegionsAreRegisteredWithTheBackendOnceAndUndoneAfterTheirLastRequest(t *testing.T) {
