@@ -77,7 +77,15 @@ func (f *benchFixture) runSHM(b *testing.B, transport string, batch, clients, h,
 	for i := range data {
 		data[i] = float32(i%251) / 251
 	}
-	in := inference.Tensor{Shape: []int{batch, 3, h, w}, Data: data}
+	// The in-process caller uses the server's own input memory (pinned on
+	// CUDA), as the shared-memory regions are page-locked at registration:
+	// like for like.
+	in, err := f.srv.AllocInput(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.srv.FreeInput(in)
+	copy(in.Data, data)
 	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{int64(batch), 3, int64(h), int64(w)}, data)}}
 	shmReqs := make([]*client.InferRequest, clients)
 	var api client.SharedMemory = f.grpcClient
