@@ -16,9 +16,9 @@ func TestCodecMarshalsAsProtobufWithoutCopyingRawInputs(t *testing.T) {
 	raw := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	for name, r := range map[string]*v2pb.ModelInferRequest{
 		"one raw input": {ModelName: "m", ModelVersion: "1", Id: "x",
-			Parameters: map[string]*v2pb.InferParameter{"timeout": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: 7}}},
-			Inputs:     []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input", Datatype: "FP32", Shape: []int64{1, 2}}},
-			Outputs:    []*v2pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits"}},
+			Parameters:       map[string]*v2pb.InferParameter{"timeout": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: 7}}},
+			Inputs:           []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input", Datatype: "FP32", Shape: []int64{1, 2}}},
+			Outputs:          []*v2pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits"}},
 			RawInputContents: [][]byte{raw}},
 		"several, one empty": {ModelName: "m", RawInputContents: [][]byte{raw, {}, raw[:3]}},
 		"no raw input":       {ModelName: "m", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input"}}},
