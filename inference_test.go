@@ -576,10 +576,13 @@ func TestDynamicBatchingMergesWithinDelay(t *testing.T) {
 // run when it was first started.
 type scripted struct {
 	open, h2d, d2h time.Duration
-	compute        func(k int) time.Duration
-	computes       atomic.Int64
-	sampled        atomic.Bool
-	sampledFrom    atomic.Int64 // computes done when the sampler first started
+	// prime, if set, is the part of open that the engine reports as its first
+	// inferences (backend.PartFirst).
+	prime       time.Duration
+	compute     func(k int) time.Duration
+	computes    atomic.Int64
+	sampled     atomic.Bool
+	sampledFrom atomic.Int64 // computes done when the sampler first started
 }
 
 func (s *scripted) Name() string { return "scripted" }
@@ -604,7 +607,13 @@ type scriptedEngine struct {
 }
 
 func (e *scriptedEngine) Workers() []backend.Worker { return e.workers }
-func (e *scriptedEngine) Sampler() backend.Sampler  { return scriptedSampler{e.s} }
+func (e *scriptedEngine) Info() backend.Info {
+	if e.s.prime == 0 {
+		return e.Engine.Info()
+	}
+	return backend.Info{Setup: []backend.Part{{Name: "plan", Time: e.s.open - e.s.prime}, {Name: backend.PartFirst, Time: e.s.prime}}}
+}
+func (e *scriptedEngine) Sampler() backend.Sampler { return scriptedSampler{e.s} }
 
 type scriptedSampler struct{ s *scripted }
 
@@ -696,6 +705,27 @@ func TestWarmupIsReportedInParts(t *testing.T) {
 		assert.Equal(t, 30*time.Millisecond, w.Setup)
 		assert.Equal(t, 7*time.Millisecond, w.First)
 		assert.Equal(t, 37*time.Millisecond, w.Total())
+	})
+}
+
+func TestFirstInferencesInsideOpenCountAsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Open takes 30 ms, 12 of them the engine's first inferences (as the
+		// cuda back-end primes its prepared sizes); the server's own first
+		// inference takes 7 ms. first-ns is the device's first inferences,
+		// not the second ones.
+		sc := &scripted{open: 30 * time.Millisecond, prime: 12 * time.Millisecond, compute: func(k int) time.Duration {
+			if k == 0 {
+				return 7 * time.Millisecond
+			}
+			return time.Millisecond
+		}}
+		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		defer s.Close()
+		w := s.Warmup()
+		assert.Equal(t, 18*time.Millisecond, w.Setup, "Open less its first inferences")
+		assert.Equal(t, 19*time.Millisecond, w.First, "the engine's first inferences and the server's")
+		assert.Equal(t, 37*time.Millisecond, w.Total(), "all of New")
 	})
 }
 

@@ -53,11 +53,15 @@ type Warmup struct {
 	// Load is building the model (Config.Arch) or reading its checkpoint;
 	// near 0 when Config.Model was given.
 	Load time.Duration
-	// Setup is the back-end's Open: memory, plans, algorithm search, graphs.
+	// Setup is the back-end's Open (memory, plans, algorithm search, graphs)
+	// less the first inferences it runs, which count in First.
 	Setup time.Duration
-	// First is one batch-1 inference through every worker after Open.
+	// First is the device's first inferences: those the back-end ran inside
+	// Open (its part backend.PartFirst, if any) plus one batch-1 inference
+	// through every worker after Open.
 	First time.Duration
-	// Parts splits Setup into the back-end's own steps (backend.Info.Setup).
+	// Parts are the back-end's own steps of Open (backend.Info.Setup); all but
+	// backend.PartFirst add up to at most Setup.
 	Parts []backend.Part
 }
 
@@ -129,6 +133,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.warm.First = time.Since(start)
+	for _, p := range s.warm.Parts {
+		if p.Name == backend.PartFirst && p.Time <= s.warm.Setup {
+			s.warm.Setup -= p.Time
+			s.warm.First += p.Time
+		}
+	}
 
 	s.rec = metrics.NewRecorder(len(s.workers))
 	s.live.Store(int32(len(s.workers)))

@@ -28,9 +28,13 @@
 //   - load: building the model or reading its checkpoint (the server's);
 //   - setup: Backend.Open, which Info.Setup splits into the back-end's own
 //     named Parts (for example "plan" or "capture");
-//   - first: the first inference through every worker after Open.
+//   - first: the device's first inferences. A back-end that runs them inside
+//     Open (the cuda back-end primes every prepared batch size before it
+//     captures and calibrates) reports them as the Part named PartFirst; the
+//     server counts that part in first, not in setup, and adds its own first
+//     inference through every worker after Open.
 //
-// A Part's name is a step of setup, never "load", "setup" or "first".
+// A Part's name is a step of setup (or PartFirst), never "load" or "setup".
 package backend
 
 import (
@@ -184,6 +188,11 @@ type Info struct {
 
 // KV is one config line.
 type KV struct{ Key, Value string }
+
+// PartFirst names the Part in which a back-end runs its first inferences
+// during Open; the server reports it as first, not setup (see the package
+// comment).
+const PartFirst = "prime"
 
 // Part is one named step of the setup phase of warm-up.
 type Part struct {

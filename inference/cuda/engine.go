@@ -107,7 +107,7 @@ func (e *engine) open() error {
 		{name: "init", run: e.initialise},
 		{name: "plan", run: e.plan},
 		{name: "capture", run: e.capture, skip: !e.opts.Graphs},
-		{name: "prime", run: e.prime},
+		{name: backend.PartFirst, run: e.prime},
 		{name: "calibrate", run: e.calibrate, skip: e.opts.Graphs},
 	}
 	var setup []backend.Part
