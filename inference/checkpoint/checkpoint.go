@@ -55,6 +55,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/inferbench/inferbench/inference/internal/half"
 )
 
 // Sentinel errors; the errors returned wrap them with the key or entry concerned.
@@ -276,7 +278,7 @@ func convert(dst []float32, src []byte, dt DType, bo binary.ByteOrder) {
 		}
 	case F16:
 		for i := range dst {
-			dst[i] = halfToFloat(bo.Uint16(src[2*i:]))
+			dst[i] = half.ToFloat32(bo.Uint16(src[2*i:]))
 		}
 	case BF16:
 		for i := range dst {
@@ -311,26 +313,6 @@ func convert(dst []float32, src []byte, dt DType, bo binary.ByteOrder) {
 			}
 		}
 	}
-}
-
-// halfToFloat converts IEEE 754 binary16 bits to float32, exactly.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: mant * 2^-24
-		f := float32(mant) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
 }
 
 // numel multiplies the dimensions of shape, failing on negative dimensions or a

@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
-	"math"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -173,22 +172,6 @@ func TestSafetensorsPickleLikeHeader(t *testing.T) {
 	sd, err := read(data)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]Tensor{"a": {Shape: []int{1}, Data: []float32{2.5}, DType: F32}}, sd)
-}
-
-func TestHalfToFloat(t *testing.T) {
-	tests := []struct {
-		bits uint16
-		want float32
-	}{
-		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x3555, 0.333251953125}, {0x7bff, 65504},
-		{0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05}, {0x0400, 6.103515625e-05},
-		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))}, {0x8001, -5.960464477539063e-08},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, halfToFloat(tt.bits), "halfToFloat(%#04x)", tt.bits)
-	}
-	assert.True(t, math.IsNaN(float64(halfToFloat(0x7e00))), "halfToFloat(0x7e00) is NaN")
-	assert.Equal(t, math.Float32bits(float32(math.Copysign(0, -1))), math.Float32bits(halfToFloat(0x8000)), "halfToFloat(0x8000) = -0")
 }
 
 func TestDecodeLong(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -55,12 +56,12 @@ type convLayer struct {
 // align keeps every parameter array on a 256-byte boundary.
 const align = 256
 
-// add appends v to params, as binary16 when half is set, and returns its byte offset.
-func (n *network) add(v []float32, half bool) int {
+// add appends v to params, as binary16 when fp16 is set, and returns its byte offset.
+func (n *network) add(v []float32, fp16 bool) int {
 	off := len(n.params)
 	for _, f := range v {
-		if half {
-			n.params = binary.LittleEndian.AppendUint16(n.params, toHalf(f))
+		if fp16 {
+			n.params = binary.LittleEndian.AppendUint16(n.params, half.FromFloat32(f))
 		} else {
 			n.params = binary.LittleEndian.AppendUint32(n.params, math.Float32bits(f))
 		}
