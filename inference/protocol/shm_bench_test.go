@@ -9,14 +9,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/client"
-	"github.com/inferbench/inferbench/inference/metrics"
 )
 
 // BenchmarkSharedMemory measures the shared-memory transports against the
@@ -141,34 +137,5 @@ func (f *benchFixture) runSHM(b *testing.B, transport string, batch, clients, h,
 			b.Fatal(err)
 		}
 	}
-	hists := make([]metrics.Histogram, clients)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				if err := send(c); err != nil {
-					b.Error(err)
-					return
-				}
-				hists[c].Record(time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	var all metrics.Histogram
-	for i := range hists {
-		all.Merge(&hists[i])
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "samples/s")
-	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
-	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
+	closedLoop(b, clients, batch, send)
 }
