@@ -196,26 +196,34 @@ func parseFloats(t *testing.T, raw []json.RawMessage) []float32 {
 	return out
 }
 
+// inProcess returns n random images (from seed) of side x side and the
+// logits an in-process server of the seeded tiny model (model seed) gives
+// them: what every transport must answer, bit for bit.
+func inProcess(t *testing.T, model, seed uint64, n, side int) (images, logits []float32) {
+	t.Helper()
+	m, err := resnet.New(resnet.Tiny(), model)
+	require.NoError(t, err)
+	ref, err := inference.New(inference.Config{Model: m, Height: side, Width: side, MaxBatch: 4})
+	require.NoError(t, err)
+	defer ref.Close()
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	images = make([]float32, n*3*side*side)
+	for i := range images {
+		images[i] = float32(rng.NormFloat64())
+	}
+	resp, err := ref.Infer(context.Background(), inference.Tensor{Shape: []int{n, 3, side, side}, Data: images})
+	require.NoError(t, err)
+	return images, resp.Logits.Data
+}
+
 func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 	curl := needCurl(t)
 	_, grpcurl := binaries(t)
 	const side, n = 32, 2
 	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "5")
 
-	// The in-process answer: the same seeded model, the same input.
-	m, err := resnet.New(resnet.Tiny(), 5)
-	require.NoError(t, err)
-	ref, err := inference.New(inference.Config{Model: m, Height: side, Width: side, MaxBatch: 4})
-	require.NoError(t, err)
-	defer ref.Close()
-	rng := rand.New(rand.NewPCG(11, 12))
-	images := make([]float32, n*3*side*side)
-	for i := range images {
-		images[i] = float32(rng.NormFloat64())
-	}
-	resp, err := ref.Infer(context.Background(), inference.Tensor{Shape: []int{n, 3, side, side}, Data: images})
-	require.NoError(t, err)
-	want := bitsOf(resp.Logits.Data)
+	images, logits := inProcess(t, 5, 11, n, side)
+	want := bitsOf(logits)
 	shape := []int64{n, 3, side, side}
 	dir := t.TempDir()
 

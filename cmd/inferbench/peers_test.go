@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/resnet"
 )
 
 // needTritonclient skips unless python3 can import PyPI's tritonclient, or
@@ -57,24 +53,13 @@ func TestTritonPythonClient(t *testing.T) {
 	const side, n, classes = 32, 2, 5
 	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "9")
 
-	m, err := resnet.New(resnet.Tiny(), 9)
-	require.NoError(t, err)
-	ref, err := inference.New(inference.Config{Model: m, Height: side, Width: side, MaxBatch: 4})
-	require.NoError(t, err)
-	defer ref.Close()
-	rng := rand.New(rand.NewPCG(21, 22))
-	images := make([]float32, n*3*side*side)
-	for i := range images {
-		images[i] = float32(rng.NormFloat64())
-	}
-	resp, err := ref.Infer(context.Background(), inference.Tensor{Shape: []int{n, 3, side, side}, Data: images})
-	require.NoError(t, err)
-	require.Len(t, resp.Logits.Data, n*classes)
+	images, logits := inProcess(t, 9, 21, n, side)
+	require.Len(t, logits, n*classes)
 
 	dir := t.TempDir()
 	in, want := filepath.Join(dir, "in.f32"), filepath.Join(dir, "want.f32")
 	writeFloats(t, in, images)
-	writeFloats(t, want, resp.Logits.Data)
+	writeFloats(t, want, logits)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "scripts", "peers", "tritonclient_check.py"),
