@@ -136,12 +136,13 @@ func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 	if err != nil {
 		return nil, grpcErr(err)
 	}
-	return fromGRPC(resp)
+	return fromGRPC(resp, req.OutputRegions)
 }
 
 // fromGRPC reads a response's outputs from raw_output_contents or, when the
 // server sent typed contents, from fp32_contents.
-func fromGRPC(resp *v2pb.ModelInferResponse) (*InferResponse, error) {
+// An output asked for in regions carries no data (see readInfer).
+func fromGRPC(resp *v2pb.ModelInferResponse, regions map[string]Region) (*InferResponse, error) {
 	out := &InferResponse{ModelName: resp.GetModelName(), ModelVersion: resp.GetModelVersion(), ID: resp.GetId()}
 	raw := resp.GetRawOutputContents()
 	if len(raw) > 0 && len(raw) != len(resp.GetOutputs()) {
@@ -149,7 +150,7 @@ func fromGRPC(resp *v2pb.ModelInferResponse) (*InferResponse, error) {
 	}
 	for i, o := range resp.GetOutputs() {
 		t := Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape()}
-		reg, err := grpcRegionOf(o.GetName(), o.GetParameters())
+		reg, err := answeredRegion(o.GetName(), regions, grpcParams(o.GetParameters()))
 		if err != nil {
 			return nil, err
 		}

@@ -237,12 +237,14 @@ func (c *HTTPClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.errorOf(resp)
 	}
-	return c.readInfer(resp)
+	return c.readInfer(resp, req.OutputRegions)
 }
 
 // readInfer decodes an inference response: a JSON object, followed by the
-// outputs' binary data when Inference-Header-Content-Length is set.
-func (c *HTTPClient) readInfer(resp *http.Response) (*InferResponse, error) {
+// outputs' binary data when Inference-Header-Content-Length is set. An
+// output asked for in regions carries no data: like Triton, a server need not
+// name the region in its answer, so the request's region is the answer's.
+func (c *HTTPClient) readInfer(resp *http.Response, regions map[string]Region) (*InferResponse, error) {
 	body := io.LimitReader(resp.Body, c.opts.MaxResponseBytes)
 	var head []byte
 	var err error
@@ -273,7 +275,7 @@ func (c *HTTPClient) readInfer(resp *http.Response) (*InferResponse, error) {
 	r := &InferResponse{ModelName: j.ModelName, ModelVersion: j.ModelVersion, ID: j.ID}
 	for _, o := range j.Outputs {
 		t := Tensor{Name: o.Name, Datatype: o.Datatype, Shape: o.Shape}
-		if t.Region, err = regionOf(o.Name, o.Parameters); err != nil {
+		if t.Region, err = answeredRegion(o.Name, regions, o.Parameters); err != nil {
 			return nil, err
 		}
 		if t.Region != nil {

@@ -194,12 +194,20 @@ func regionOf(name string, p map[string]any) (*Region, error) {
 	return r, nil
 }
 
-// grpcRegionOf is regionOf for a gRPC output's parameters.
-func grpcRegionOf(name string, p map[string]*v2pb.InferParameter) (*Region, error) {
-	if len(p) == 0 {
-		return nil, nil
+// answeredRegion is the region an answered output was written into: the
+// region the request named for it, or, for an output the request did not put
+// in shared memory, one the answer's parameters name; nil when its data came
+// in the answer.
+func answeredRegion(name string, asked map[string]Region, p map[string]any) (*Region, error) {
+	if r, ok := asked[name]; ok {
+		return &r, nil
 	}
-	m := map[string]any{}
+	return regionOf(name, p)
+}
+
+// grpcParams turns a gRPC output's parameters into regionOf's form.
+func grpcParams(p map[string]*v2pb.InferParameter) map[string]any {
+	m := make(map[string]any, len(p))
 	for k, v := range p {
 		switch c := v.GetParameterChoice().(type) {
 		case *v2pb.InferParameter_StringParam:
@@ -210,5 +218,5 @@ func grpcRegionOf(name string, p map[string]*v2pb.InferParameter) (*Region, erro
 			m[k] = int64(c.Uint64Param)
 		}
 	}
-	return regionOf(name, m)
+	return m
 }

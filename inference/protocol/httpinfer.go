@@ -255,7 +255,7 @@ func readError(err error) error {
 
 // writeInfer answers with the logits, as JSON numbers or as binary data after
 // the JSON header, or, when they were written into a shared-memory region,
-// with the region's parameters and no data.
+// with no data.
 func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float32) error {
 	head := make([]byte, 0, 256)
 	head = append(head, `{"model_name":`...)
@@ -268,13 +268,12 @@ func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float3
 	}
 	head = fmt.Appendf(head, `,"outputs":[{"name":%q,"datatype":%q,"shape":[%d,%d]`, OutputName, FP32, req.n, m.classes)
 	h := w.Header()
-	if r := req.outShm; r != nil {
-		head = fmt.Appendf(head, `,"parameters":{%q:`, paramShmRegion)
-		head = appendJSONString(head, r.region)
-		if r.offset != 0 {
-			head = fmt.Appendf(head, `,%q:%d`, paramShmOffset, r.offset)
-		}
-		head = fmt.Appendf(head, `,%q:%d}}]}`, paramShmByteSize, 4*len(logits))
+	if req.outShm != nil {
+		// Triton names no parameters for an output written into shared
+		// memory, and its C++ client (perf_analyzer's) refuses an output
+		// whose parameters lack binary_data_size: the client knows where it
+		// asked for the output.
+		head = append(head, "}]}"...)
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(head)))
 		w.WriteHeader(http.StatusOK)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -132,6 +133,27 @@ func TestSharedMemoryInferenceEqualsInProcessBitForBit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTPSharedMemoryOutputAnswerNamesNoParameters checks the JSON answer
+// for an output written into shared memory: name, datatype and shape, and no
+// data and no parameters, as Triton answers. Triton's C++ client (and so
+// perf_analyzer) refuses an output whose parameters lack binary_data_size.
+func TestHTTPSharedMemoryOutputAnswerNamesNoParameters(t *testing.T) {
+	f, dir := shmFixture(t, fixtureOpts{})
+	newObject(t, dir, "/in", imageBytes)
+	out := newObject(t, dir, "/out", 4*classes)
+	c := f.httpClient(t, false)
+	ctx := context.Background()
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	body := fmt.Appendf(nil, `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,%d,%d],"parameters":{"shared_memory_region":"in","shared_memory_byte_size":%d}}],`+
+		`"outputs":[{"name":"logits","parameters":{"shared_memory_region":"out","shared_memory_byte_size":%d}}]}`, side, side, imageBytes, 4*classes)
+	a := send(t, f.http.URL, rawRequest{path: "/v2/models/resnet18/infer", body: body})
+	require.Equal(t, http.StatusOK, a.status, string(a.body))
+	assert.Empty(t, a.header.Get(protocol.HeaderContentLength))
+	assert.JSONEq(t, fmt.Sprintf(`{"model_name":"resnet18","model_version":"1","outputs":[{"name":"logits","datatype":"FP32","shape":[1,%d]}]}`, classes), string(a.body))
+	assert.Equal(t, bits(f.inProcess(t, make([]float32, imageBytes/4))), bits(out.readFloats(0, classes)))
 }
 
 // TestSharedMemoryInputIsUsedInPlace changes the input region while the
