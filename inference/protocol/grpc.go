@@ -222,6 +222,10 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 		if outShm.offset != 0 {
 			out.Parameters[paramShmOffset] = &v2pb.InferParameter{ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: outShm.offset}}
 		}
+		// One (empty) raw entry per output, as Triton sends: its C++
+		// client (perf_analyzer's) indexes raw_output_contents by output
+		// and crashes on an answer that has none.
+		resp.RawOutputContents = [][]byte{{}}
 	case raw || inShm != nil:
 		resp.RawOutputContents = [][]byte{leBytes(logits)}
 	default:

@@ -28,6 +28,7 @@ import (
 	"github.com/inferbench/inferbench/inference/cpu"
 	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/protocol"
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -153,6 +154,36 @@ func TestHTTPSharedMemoryOutputAnswerNamesNoParameters(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, string(a.body))
 	assert.Empty(t, a.header.Get(protocol.HeaderContentLength))
 	assert.JSONEq(t, fmt.Sprintf(`{"model_name":"resnet18","model_version":"1","outputs":[{"name":"logits","datatype":"FP32","shape":[1,%d]}]}`, classes), string(a.body))
+	assert.Equal(t, bits(f.inProcess(t, make([]float32, imageBytes/4))), bits(out.readFloats(0, classes)))
+}
+
+// TestGRPCSharedMemoryOutputAnswerHasAnEmptyRawEntry checks the gRPC answer
+// for an output written into shared memory: one empty raw_output_contents
+// entry, as Triton sends; Triton's C++ client (and so perf_analyzer) indexes
+// raw_output_contents by output and crashed on an answer with none.
+func TestGRPCSharedMemoryOutputAnswerHasAnEmptyRawEntry(t *testing.T) {
+	f, dir := shmFixture(t, fixtureOpts{})
+	newObject(t, dir, "/in", imageBytes)
+	out := newObject(t, dir, "/out", 4*classes)
+	c := f.grpcClient(t)
+	ctx := context.Background()
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	region := func(name string, size int64) map[string]*v2pb.InferParameter {
+		return map[string]*v2pb.InferParameter{
+			"shared_memory_region":    {ParameterChoice: &v2pb.InferParameter_StringParam{StringParam: name}},
+			"shared_memory_byte_size": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: size}},
+		}
+	}
+	resp, err := c.API().ModelInfer(ctx, &v2pb.ModelInferRequest{
+		ModelName: "resnet18",
+		Inputs:    []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input", Datatype: "FP32", Shape: []int64{1, 3, side, side}, Parameters: region("in", imageBytes)}},
+		Outputs:   []*v2pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits", Parameters: region("out", 4*classes)}},
+	})
+	require.NoError(t, err)
+	require.Len(t, resp.GetOutputs(), 1)
+	assert.Equal(t, []int64{1, classes}, resp.GetOutputs()[0].GetShape())
+	assert.Equal(t, [][]byte{{}}, resp.GetRawOutputContents())
 	assert.Equal(t, bits(f.inProcess(t, make([]float32, imageBytes/4))), bits(out.readFloats(0, classes)))
 }
 
