@@ -8,9 +8,10 @@
 #
 # usage (repository root on the GPU machine): B=.gpuz2 OUT=$OUT scripts/peers/gpu-triton.sh
 # B holds bins.tar.xz (inferbench and root.test built with -tags cuda),
-# peers.tar.xz (perf_analyzer with its libraries; wheels) and pyt.tar.xz
-# (nvidia-pytriton 0.7.0 and its Python 3.12 dependencies, unpacked as a
-# site directory); scripts/peers/README.md says how to make them.
+# peers.tar.xz (perf_analyzer and lib/libb64.so.0d) and pyt.tar.xz
+# (site/: nvidia-pytriton 0.7.0 and its Python 3.12 dependencies unpacked,
+# less what the GPU image has: numpy, grpcio, protobuf);
+# scripts/peers/README.md says how to make them.
 set -u -o pipefail
 B=${B:-.gpuz2}
 OUT=${OUT:?set OUT to the output folder}
@@ -22,8 +23,14 @@ exec > >(tee -a "$OUT/gpu-triton.log") 2>&1
 tar -C "$P" -xJf "$B/bins.tar.xz"
 tar -C "$P" -xJf "$B/peers.tar.xz"
 tar -C "$P" -xJf "$B/pyt.tar.xz"
-python3 -m pip install -q --no-index --no-deps --target "$P/py" "$P"/wheels/*.whl || exit 1
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$P/lib
+# perf_analyzer wants libcudart.so.12: PyTriton's copy serves. PyTriton
+# copies tritonserver into a workspace, where its RPATH no longer finds
+# nvidia_pytriton.libs, and Triton's Python-backend stub ignores PYTHONPATH:
+# the libraries go on LD_LIBRARY_PATH and the packages into the image's own
+# site-packages (without replacing any it has).
+ln -sf "$P"/site/nvidia_pytriton.libs/libcudart-*.so.12* "$P/lib/libcudart.so.12"
+cp -rn "$P"/site/* "$(python3 -c 'import site; print(site.getsitepackages()[0])')"/
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$P/lib:$P/site/nvidia_pytriton.libs
 export PA=$P/perf_analyzer
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cudnn", torch.backends.cudnn.version())'
@@ -42,7 +49,7 @@ waitfor() { # waitfor FILE PATTERN SECONDS
 ours=$!
 waitfor "$OUT/serve.log" 'msg=serving' 60 && grep 'warm-up' "$OUT/serve.log" | cut -c1-300
 
-PYTHONPATH=$P/site:$P/py python3 scripts/peers/pytriton_resnet.py --http-port 8100 --grpc-port 8101 --metrics-port 8102 \
+python3 scripts/peers/pytriton_resnet.py --http-port 8100 --grpc-port 8101 --metrics-port 8102 \
 	>"$OUT/pytriton.log" 2>&1 &
 triton=$!
 if waitfor "$OUT/pytriton.log" '^serving' 240; then

@@ -35,7 +35,7 @@ import torch
 import torchvision
 from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-from pytriton.triton import Triton, TritonConfig
+from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
 
 BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -61,6 +61,7 @@ class Instance:
                 self.graphs[b] = (g, x, y)
         self.stream.synchronize()
 
+    @torch.inference_mode()
     def __call__(self, images):
         n = images.shape[0]
         b = next(k for k in BUCKETS if k >= n)
@@ -105,7 +106,10 @@ def main(argv):
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with Triton(config=cfg) as triton:
+    # PyTriton guards shared memory and statistics with a token by default;
+    # Triton itself does not, and perf_analyzer uses both.
+    security = TritonSecurityConfig(restricted_endpoints=["model-repository", "trace", "logging"])
+    with Triton(config=cfg, security_config=security) as triton:
         triton.bind(
             model_name="resnet18",
             infer_func=[infer_func(i) for i in instances],
