@@ -185,12 +185,8 @@ func BenchmarkForward(b *testing.B) {
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
 	const h, w = 250, 250
-	var batches []int
-	for _, f := range strings.Split(*forwardBatches, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		require.NoError(b, err, "-batches")
-		batches = append(batches, n)
-	}
+	batches, err := parseBatches(*forwardBatches)
+	require.NoError(b, err, "-batches")
 	for _, batch := range batches {
 		b.Run(fmt.Sprintf("backend=cpu/threads=%d/batch=%d", runtime.GOMAXPROCS(0), batch), func(b *testing.B) {
 			rssReset := resetPeakRSS() // peak-rss-MB is this sub-benchmark's, not the process's
@@ -219,6 +215,22 @@ func BenchmarkForward(b *testing.B) {
 			}
 		})
 	}
+}
+
+// parseBatches reads a comma-separated list of batch sizes.
+func parseBatches(list string) ([]int, error) {
+	var batches []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, fmt.Errorf("batch %d: must be at least 1", n)
+		}
+		batches = append(batches, n)
+	}
+	return batches, nil
 }
 
 // peakRSS is the process's peak resident set size in MiB (VmHWM) since the

@@ -3,10 +3,11 @@
 // has them and a portable Go kernel elsewhere, split over a set of threads.
 //
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
-// of stride 1 with at least 32 input channels and at most 256 x 256 input
+// of stride 1 with at least 32 input channels and at most 512 x 512 input
 // and output channels run as Winograd F(2x2, 3x3) (winograd.go) where the
-// kernels are AVX-512; every other layer runs as a direct convolution in
-// four steps:
+// kernels are AVX-512, except those of at most 64 input channels in a run
+// of fewer than 64 tiles a thread; every other layer runs as a direct
+// convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -80,10 +81,11 @@ type Layer struct {
 	pad    int
 	relu   bool
 	groups []group   // output channel groups
-	w      []float32 // packed weights (direct convolution)
+	w      []float32 // packed weights (direct convolution), or nil for a Winograd layer that has only its own
 	bias   []float32 // out.Pitch values
 	px     []int     // pixels per kernel call, by group size in units
 	wino   *winograd // the Winograd plan, or nil for the direct convolution
+
 }
 
 // group is a run of output channels computed by one kernel call.
@@ -94,13 +96,25 @@ type group struct {
 
 // NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
 // enough channels run with Winograd's F(2x2, 3x3) (see winograd.go), the
-// others as a direct convolution.
+// others as a direct convolution; a Winograd layer of few channels keeps the
+// direct weights too, for the runs of few images on many threads
+// (Layer.direct). WinogradEnv overrides the choice.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	return newLayer(s, useWinograd(s, kern.name))
+	policy, err := WinogradPolicy()
+	if err != nil {
+		return nil, err
+	}
+	wino := policy != "off" && useWinograd(s, kern.name)
+	l, err := newLayer(s, wino)
+	if err != nil || !wino || policy == "on" || !keepDirect(s) {
+		return l, err
+	}
+	l.packDirect(s.Weight)
+	return l, nil
 }
 
 func newLayer(s Spec, wino bool) (*Layer, error) {
@@ -150,11 +164,17 @@ func newLayer(s Spec, wino bool) (*Layer, error) {
 		l.wino = newWinograd(l, s.Weight)
 		return l, nil
 	}
-	l.w = make([]float32, l.out.Pitch*per)
-	for _, gr := range l.groups {
-		l.pack(gr, s.Weight)
-	}
+	l.packDirect(s.Weight)
 	return l, nil
+}
+
+// packDirect packs the direct convolution's weights w (OIHW) for every
+// group.
+func (l *Layer) packDirect(w []float32) {
+	l.w = make([]float32, l.out.Pitch*l.k*l.k*l.in.Pitch)
+	for _, gr := range l.groups {
+		l.pack(gr, w)
+	}
 }
 
 // pixels is the number of pixels per kernel call for rows of ow pixels with
