@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/internal/gemm"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -57,14 +58,19 @@ func TestForwardMatchesReference(t *testing.T) {
 		batch  int
 		h, w   int
 		kernel string
+		wino   string // conv.WinogradEnv, "" for the default rule
 	}{
-		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, ""},
-		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic"},
-		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, ""},
-		{"resnet18", resnet.ResNet18(), 2, 40, 44, ""},
-		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2"},
+		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", ""},
+		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", ""},
+		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", ""},
+		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", ""},
+		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", ""},
+		// Every 3x3 stride-1 layer with Winograd, then none (the default
+		// gives stage 1 of this small pass to the direct convolution).
+		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on"},
+		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off"},
 		// More images than one forward pass takes: passes of maxImages and the rest.
-		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, ""},
+		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +79,9 @@ func TestForwardMatchesReference(t *testing.T) {
 					t.Skipf("no %s kernel on this CPU", tc.kernel)
 				}
 				t.Setenv(gemm.KernelEnv, tc.kernel)
+			}
+			if tc.wino != "" {
+				t.Setenv(conv.WinogradEnv, tc.wino)
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")
