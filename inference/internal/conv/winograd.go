@@ -85,15 +85,17 @@ func newWinograd(l *Layer, w []float32) *winograd {
 	wg.tb = max(6, min(48, 8192/in.Pitch)/6*6)
 	plane := in.Pitch * out.Pitch
 	wg.u = make([]float32, 16*plane)
+	// Output channels innermost: the 16 stores of a kernel go to 16
+	// planes, and consecutive kernels store next to the previous ones.
 	for _, gr := range l.groups {
 		v := gr.units * unit
-		for o := gr.u0 * unit; o < min(gr.u0*unit+v, out.C); o++ {
-			for c := 0; c < in.C; c++ {
-				g := w[(o*in.C+c)*9:][:9]
+		for c := 0; c < in.C; c++ {
+			base := gr.u0*unit*in.Pitch + c*v - gr.u0*unit
+			for o := gr.u0 * unit; o < min(gr.u0*unit+v, out.C); o++ {
 				var u [16]float64
-				winogradWeights(&u, g)
+				winogradWeights(&u, w[(o*in.C+c)*9:][:9])
 				for xi, x := range u {
-					wg.u[xi*plane+gr.u0*unit*in.Pitch+c*v+o-gr.u0*unit] = float32(x)
+					wg.u[xi*plane+base+o] = float32(x)
 				}
 			}
 		}
