@@ -239,6 +239,8 @@ func (r *Runner) winoTask(buf []float32, t int) {
 				res = r.res[o:]
 			}
 			winogradOutAsm(r.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
+		} else if wg.asm {
+			r.winoEdge(mb[i*v:], ms, img, ty, tx, gr, bias)
 		} else {
 			winogradOutGo(&y, mb[i*v:], ms, v)
 			r.winoEpilogue(&y, img, ty, tx, gr, bias)
@@ -247,6 +249,33 @@ func (r *Runner) winoTask(buf []float32, t int) {
 			for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
 				zeroPadding(r.out, out, img, 2*ty+dy, gr.u0*unit, v)
 			}
+		}
+	}
+}
+
+// winoEdge is the output transform and epilogue of a tile on the bottom or
+// right edge of an image of odd size, in assembly: the whole 2x2 tile goes
+// to a buffer (its residual, where there is one, copied in first, zero past
+// the image) and the pixels inside the image are copied out.
+func (r *Runner) winoEdge(m []float32, stride, img, ty, tx int, gr group, bias []float32) {
+	l, out := r.l, r.l.out
+	v := gr.units * unit
+	var y, rb [4 * 4 * unit]float32 // 2x2 pixels of v values: pixel (dy, dx) at (2*dy+dx)*v
+	var res []float32
+	if r.res != nil {
+		res = rb[:]
+		for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
+			for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
+				o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
+				copy(rb[(2*dy+dx)*v:][:v], r.res[o:][:v])
+			}
+		}
+	}
+	winogradOutAsm(y[:], 2*v, v, m, stride, bias, res, l.relu, v)
+	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
+		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
+			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
+			copy(r.out[o:][:v], y[(2*dy+dx)*v:][:v])
 		}
 	}
 }
