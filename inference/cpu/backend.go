@@ -9,8 +9,8 @@
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. With AVX-512, the 3x3
-// stride-1 layers run as Winograd F(2x2, 3x3), except stage 1's when a pass
-// has few images for its threads (conv.NewLayer; conv.WinogradEnv overrides).
+// stride-1 layers run as Winograd F(2x2, 3x3) (conv.WinogradEnv=off turns
+// it off).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch
@@ -92,7 +92,7 @@ func (e *engine) Info() backend.Info {
 		{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)},
 		{Key: "cpu-gemm-kernel", Value: e.pool.ctx.Kernel()},
 	}
-	if e.winograd != "auto" { // only when conv.WinogradEnv overrides the rule
+	if e.winograd != "auto" { // only when conv.WinogradEnv is set to on or off
 		kvs = append(kvs, backend.KV{Key: "cpu-winograd", Value: e.winograd})
 	}
 	return backend.Info{Config: kvs}

@@ -65,8 +65,7 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", ""},
 		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", ""},
 		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", ""},
-		// Every 3x3 stride-1 layer with Winograd, then none (the default
-		// gives stage 1 of this small pass to the direct convolution).
+		// Winograd on (as by default) and off.
 		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on"},
 		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off"},
 		// More images than one forward pass takes: passes of maxImages and the rest.

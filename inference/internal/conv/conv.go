@@ -5,9 +5,8 @@
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
 // and output channels run as Winograd F(2x2, 3x3) (winograd.go) where the
-// kernels are AVX-512, except those of at most 64 input channels in a run
-// of fewer than 64 tiles a thread; every other layer runs as a direct
-// convolution in four steps:
+// kernels are AVX-512; every other layer runs as a direct convolution in
+// four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -81,11 +80,10 @@ type Layer struct {
 	pad    int
 	relu   bool
 	groups []group   // output channel groups
-	w      []float32 // packed weights (direct convolution), or nil for a Winograd layer that has only its own
+	w      []float32 // packed weights (direct convolution)
 	bias   []float32 // out.Pitch values
 	px     []int     // pixels per kernel call, by group size in units
 	wino   *winograd // the Winograd plan, or nil for the direct convolution
-
 }
 
 // group is a run of output channels computed by one kernel call.
@@ -96,9 +94,7 @@ type group struct {
 
 // NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
 // enough channels run with Winograd's F(2x2, 3x3) (see winograd.go), the
-// others as a direct convolution; a Winograd layer of few channels keeps the
-// direct weights too, for the runs of few images on many threads
-// (Layer.direct). WinogradEnv overrides the choice.
+// others as a direct convolution; WinogradEnv can turn Winograd off.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
@@ -108,13 +104,7 @@ func NewLayer(s Spec) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	wino := policy != "off" && useWinograd(s, kern.name)
-	l, err := newLayer(s, wino)
-	if err != nil || !wino || policy == "on" || !keepDirect(s) {
-		return l, err
-	}
-	l.packDirect(s.Weight)
-	return l, nil
+	return newLayer(s, policy != "off" && useWinograd(s, kern.name))
 }
 
 func newLayer(s Spec, wino bool) (*Layer, error) {

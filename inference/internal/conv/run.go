@@ -65,7 +65,7 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 	case res != nil && len(res) < l.out.Size(n):
 		return fmt.Errorf("conv: residual has %d values, want %d", len(res), l.out.Size(n))
 	}
-	if wg := l.wino; wg != nil && !l.direct(n, r.threads.Threads()) {
+	if wg := l.wino; wg != nil {
 		need := 16*wg.tb*(l.in.Pitch+4*unit) + 16*l.in.Pitch
 		for len(r.scratch) < r.threads.Threads() {
 			r.scratch = append(r.scratch, nil)

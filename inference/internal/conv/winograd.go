@@ -32,9 +32,8 @@ type winograd struct {
 }
 
 // WinogradEnv is the environment variable that sets which layers NewLayer
-// computes with Winograd: "off" none, "on" every layer it can (at any batch
-// and thread count), "auto" or unset the measured rule of useWinograd and
-// Layer.direct.
+// computes with Winograd: "off" none, "on" or "auto" (also for unset) every
+// layer useWinograd accepts.
 const WinogradEnv = "INFERBENCH_CONV_WINOGRAD"
 
 // WinogradPolicy is the value of WinogradEnv: "on", "off" or "auto" (also
@@ -50,32 +49,18 @@ func WinogradPolicy() (string, error) {
 	}
 }
 
-// useWinograd reports whether a layer can run with Winograd: 3x3, stride
-// 1, padding 1, AVX-512 kernels and enough input channels for the matrix
+// useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
+// padding 1, AVX-512 kernels and enough input channels for the matrix
 // products to run well. Every such layer of ResNet-18 does, stage 4's
-// (512 x 512 channels) included: on the GPU machines' hosts (16 vCPUs,
-// results/nvidia-h100-host/cpu17) Winograd beat the direct convolution at
-// 2 threads at batch 1 and 8 in every stage, and at 16 threads at batch 8
-// (stage 4: 2.08 against 3.75 ms alone, 10.2 against 12.8 ms at 2
-// threads).
+// (512 x 512 channels) included: in the forward pass at 250x250 on the
+// host of an H200 machine (Intel Xeon, 16 vCPUs;
+// results/nvidia-h200-host/cpu17), Winograd beat the direct convolution in
+// every stage at 16 threads, batch 1 and 8 (stage 4: 0.35 against 0.74 ms
+// at batch 1, 1.5 against 2.2 ms at batch 8), and on the H100 machine's
+// host a stage-4 layer alone took 1.72 against 1.94 ms at 2 threads, batch
+// 1, and 10.2 against 12.8 ms at batch 8.
 func useWinograd(s Spec, family string) bool {
 	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 512*512
-}
-
-// keepDirect reports whether a Winograd layer also keeps the direct
-// convolution's weights, for the runs that Layer.direct gives to it: those
-// of few input channels (stage 1), where the transforms cost most against
-// the products.
-func keepDirect(s Spec) bool { return s.In.Pitch <= 64 }
-
-// direct reports whether a run of n images on t threads of a layer that
-// keeps both plans takes the direct convolution: when there are fewer than
-// 64 tiles a thread. Stage 1 at batch 1 on 16 threads (1024 tiles, 64 a
-// thread) ran 0.37 ms direct against 0.55 ms with Winograd on one host and
-// 0.39 against 0.54 on another; at 2 threads (512 tiles a thread) and at
-// batch 8 Winograd won.
-func (l *Layer) direct(n, t int) bool {
-	return l.w != nil && n*l.wino.th*l.wino.tw < 64*t
 }
 
 // newWinograd transforms the weights of l (OIHW in w) for its groups.
