@@ -9,7 +9,8 @@
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. With AVX-512, the 3x3
-// stride-1 layers of the first three stages run as Winograd F(2x2, 3x3).
+// stride-1 layers run as Winograd F(2x2, 3x3) (conv.WinogradEnv=off turns
+// it off).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch
@@ -28,6 +29,7 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -62,7 +64,11 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	if err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	e := &engine{net: net, pool: p}
+	wino, err := conv.WinogradPolicy()
+	if err != nil {
+		return nil, errors.Join(err, p.close())
+	}
+	e := &engine{net: net, pool: p, winograd: wino}
 	for i := 0; i < opts.Workers; i++ {
 		w := &worker{net: net, pool: p, scratch: net.newScratch(p, min(opts.MaxBatch, maxImages)), slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
@@ -74,17 +80,22 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 }
 
 type engine struct {
-	net     *network
-	pool    *pool
-	workers []backend.Worker
-	once    sync.Once
+	net      *network
+	pool     *pool
+	winograd string // conv.WinogradPolicy's value
+	workers  []backend.Worker
+	once     sync.Once
 }
 
 func (e *engine) Info() backend.Info {
-	return backend.Info{Config: []backend.KV{
+	kvs := []backend.KV{
 		{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)},
 		{Key: "cpu-gemm-kernel", Value: e.pool.ctx.Kernel()},
-	}}
+	}
+	if e.winograd != "auto" { // only when conv.WinogradEnv is set to on or off
+		kvs = append(kvs, backend.KV{Key: "cpu-winograd", Value: e.winograd})
+	}
+	return backend.Info{Config: kvs}
 }
 
 func (e *engine) Workers() []backend.Worker { return e.workers }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/internal/gemm"
@@ -111,6 +112,39 @@ type scratch struct {
 	a, b, t, s []float32   // activations
 	feat       []float32   // features x images
 	logits     []float32   // classes x images
+
+	// laps, when not nil (BenchmarkForwardLayers sets it), receives the
+	// host time of each step of a pass, in the order of network.steps, in
+	// nanoseconds added up over passes.
+	laps []int64
+	last time.Time // the end of the previous step (laps only)
+}
+
+// lap adds the time since the previous step to step i's lap, when laps are
+// kept.
+func (s *scratch) lap(i int) {
+	if s.laps == nil {
+		return
+	}
+	now := time.Now()
+	s.laps[i] += int64(now.Sub(s.last))
+	s.last = now
+}
+
+// steps names the steps of a forward pass in the order forward times them:
+// the input's conversion, the stem, the max-pool, each block's convolutions
+// (conv1, the shortcut's down, conv2) and the classifier's pooling and
+// product, with the output's transposition.
+func (n *network) steps() []string {
+	names := []string{"input", "stem", "pool"}
+	for i, bl := range n.blocks {
+		names = append(names, fmt.Sprintf("block%d.conv1", i))
+		if bl.down != nil {
+			names = append(names, fmt.Sprintf("block%d.down", i))
+		}
+		names = append(names, fmt.Sprintf("block%d.conv2", i))
+	}
+	return append(names, "avgpool", "fc")
 }
 
 func (n *network) newScratch(p *pool, images int) *scratch {
@@ -134,36 +168,56 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	defer p.mu.Unlock()
 	imgs := len(s.imgs)
 	r := s.run
+	if s.laps != nil {
+		s.last = time.Now()
+	}
+	step := 0
 	if err := r.Input(n.input, s.imgs, s.x); err != nil {
 		return fmt.Errorf("cpu: input: %w", err)
 	}
+	s.lap(step)
+	step++
 	if err := r.Run(n.stem, imgs, s.x, s.a, nil); err != nil {
 		return fmt.Errorf("cpu: stem: %w", err)
 	}
+	s.lap(step)
+	step++
 	if err := r.Pool(n.pool, imgs, s.a, s.b); err != nil {
 		return fmt.Errorf("cpu: max-pool: %w", err)
 	}
+	s.lap(step)
+	step++
 	cur, free := s.b, s.a
 	for i := range n.blocks {
 		bl := &n.blocks[i]
 		if err := r.Run(bl.conv1, imgs, cur, s.t, nil); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
+		s.lap(step)
+		step++
 		res := cur
 		if bl.down != nil {
 			if err := r.Run(bl.down, imgs, cur, s.s, nil); err != nil {
 				return fmt.Errorf("cpu: block %d shortcut: %w", i, err)
 			}
+			s.lap(step)
+			step++
 			res = s.s
 		}
 		if err := r.Run(bl.conv2, imgs, s.t, free, res); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
+		s.lap(step)
+		step++
 		cur, free = free, cur
 	}
 	last := n.blocks[len(n.blocks)-1].conv2.Out()
 	feat := s.feat[:n.features*imgs]
-	meanPool(cur, last, imgs, feat)
+	if err := r.Mean(last, imgs, cur, feat); err != nil {
+		return fmt.Errorf("cpu: average pool: %w", err)
+	}
+	s.lap(step)
+	step++
 	// logits (classes x images) = fc (classes x features) · feat + bias
 	logits := s.logits[:n.classes*imgs]
 	if err := p.ctx.GemmPacked(n.fc, imgs, feat, imgs, logits, imgs, gemm.Epilogue{Bias: n.fcBias}); err != nil {
@@ -175,25 +229,6 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 			o[c] = logits[c*imgs+i]
 		}
 	}
+	s.lap(step)
 	return nil
-}
-
-// meanPool writes the mean over the pixels of each channel of each of n
-// images in layout l to feat (channels x images).
-func meanPool(act []float32, l conv.Layout, n int, feat []float32) {
-	clear(feat)
-	scale := 1 / float32(l.H*l.W)
-	for i := 0; i < n; i++ {
-		for y := 0; y < l.H; y++ {
-			for x := 0; x < l.W; x++ {
-				px := act[l.Offset(i, y, x):][:l.C]
-				for c, v := range px {
-					feat[c*n+i] += v
-				}
-			}
-		}
-		for c := 0; c < l.C; c++ {
-			feat[c*n+i] *= scale
-		}
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/internal/gemm"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -57,14 +58,18 @@ func TestForwardMatchesReference(t *testing.T) {
 		batch  int
 		h, w   int
 		kernel string
+		wino   string // conv.WinogradEnv, "" for the default rule
 	}{
-		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, ""},
-		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic"},
-		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, ""},
-		{"resnet18", resnet.ResNet18(), 2, 40, 44, ""},
-		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2"},
+		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", ""},
+		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", ""},
+		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", ""},
+		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", ""},
+		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", ""},
+		// Winograd on (as by default) and off.
+		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on"},
+		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off"},
 		// More images than one forward pass takes: passes of maxImages and the rest.
-		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, ""},
+		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +78,9 @@ func TestForwardMatchesReference(t *testing.T) {
 					t.Skipf("no %s kernel on this CPU", tc.kernel)
 				}
 				t.Setenv(gemm.KernelEnv, tc.kernel)
+			}
+			if tc.wino != "" {
+				t.Setenv(conv.WinogradEnv, tc.wino)
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")
@@ -185,12 +193,8 @@ func BenchmarkForward(b *testing.B) {
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
 	const h, w = 250, 250
-	var batches []int
-	for _, f := range strings.Split(*forwardBatches, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		require.NoError(b, err, "-batches")
-		batches = append(batches, n)
-	}
+	batches, err := parseBatches(*forwardBatches)
+	require.NoError(b, err, "-batches")
 	for _, batch := range batches {
 		b.Run(fmt.Sprintf("backend=cpu/threads=%d/batch=%d", runtime.GOMAXPROCS(0), batch), func(b *testing.B) {
 			rssReset := resetPeakRSS() // peak-rss-MB is this sub-benchmark's, not the process's
@@ -219,6 +223,22 @@ func BenchmarkForward(b *testing.B) {
 			}
 		})
 	}
+}
+
+// parseBatches reads a comma-separated list of batch sizes.
+func parseBatches(list string) ([]int, error) {
+	var batches []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, fmt.Errorf("batch %d: must be at least 1", n)
+		}
+		batches = append(batches, n)
+	}
+	return batches, nil
 }
 
 // peakRSS is the process's peak resident set size in MiB (VmHWM) since the

@@ -3,7 +3,7 @@
 // has them and a portable Go kernel elsewhere, split over a set of threads.
 //
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
-// of stride 1 with at least 32 input channels and at most 256 x 256 input
+// of stride 1 with at least 32 input channels and at most 512 x 512 input
 // and output channels run as Winograd F(2x2, 3x3) (winograd.go) where the
 // kernels are AVX-512; every other layer runs as a direct convolution in
 // four steps:
@@ -94,13 +94,17 @@ type group struct {
 
 // NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
 // enough channels run with Winograd's F(2x2, 3x3) (see winograd.go), the
-// others as a direct convolution.
+// others as a direct convolution; WinogradEnv can turn Winograd off.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	return newLayer(s, useWinograd(s, kern.name))
+	policy, err := WinogradPolicy()
+	if err != nil {
+		return nil, err
+	}
+	return newLayer(s, policy != "off" && useWinograd(s, kern.name))
 }
 
 func newLayer(s Spec, wino bool) (*Layer, error) {
@@ -150,11 +154,17 @@ func newLayer(s Spec, wino bool) (*Layer, error) {
 		l.wino = newWinograd(l, s.Weight)
 		return l, nil
 	}
-	l.w = make([]float32, l.out.Pitch*per)
-	for _, gr := range l.groups {
-		l.pack(gr, s.Weight)
-	}
+	l.packDirect(s.Weight)
 	return l, nil
+}
+
+// packDirect packs the direct convolution's weights w (OIHW) for every
+// group.
+func (l *Layer) packDirect(w []float32) {
+	l.w = make([]float32, l.out.Pitch*l.k*l.k*l.in.Pitch)
+	for _, gr := range l.groups {
+		l.pack(gr, w)
+	}
 }
 
 // pixels is the number of pixels per kernel call for rows of ow pixels with

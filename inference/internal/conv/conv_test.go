@@ -283,16 +283,17 @@ func TestRunAllocs(t *testing.T) {
 	defer ctx.Close()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, wino := range []bool{false, true} {
-		in := Layout{H: 10, W: 10, C: 32, Pitch: 32, Pad: 1}
+		in := Layout{H: 9, W: 11, C: 32, Pitch: 32, Pad: 1} // odd: Winograd has edge tiles
 		l, err := newLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*32*9), ReLU: true}, wino)
 		require.NoError(t, err)
 		x, _ := randTensor(rng, 2, in)
+		res, _ := randTensor(rng, 2, l.Out())
 		y := make([]float32, l.Out().Size(2))
 		r := NewRunner(ctx)
 		// AllocsPerRun's first call is not counted: the Winograd scratch is
 		// made then.
 		allocs := testing.AllocsPerRun(20, func() {
-			if err := r.Run(l, 2, x, y, nil); err != nil {
+			if err := r.Run(l, 2, x, y, res); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -99,3 +99,40 @@ func TestInput(t *testing.T) {
 		assert.ErrorContains(t, r.Input(l, [][]float32{xNCHW[:5]}, got), "conv: image 0 has 5 values")
 	}
 }
+
+func TestMean(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, ctx := range contexts(t) {
+		r := NewRunner(ctx)
+		for _, tc := range []struct {
+			n int
+			l Layout
+		}{
+			{1, Layout{H: 1, W: 1, C: 5, Pitch: 16, Pad: 0}},
+			{3, Layout{H: 4, W: 3, C: 70, Pitch: 80, Pad: 1}},
+			{2, Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}},
+		} {
+			t.Run(fmt.Sprintf("threads=%d/n=%d/c=%d", ctx.Threads(), tc.n, tc.l.C), func(t *testing.T) {
+				x, xNCHW := randTensor(rng, tc.n, tc.l)
+				feat := make([]float32, tc.l.C*tc.n)
+				for i := range feat {
+					feat[i] = float32(math.NaN())
+				}
+				require.NoError(t, r.Mean(tc.l, tc.n, x, feat))
+				plane := tc.l.H * tc.l.W
+				for i := 0; i < tc.n; i++ {
+					for c := 0; c < tc.l.C; c++ {
+						var want float64
+						for _, v := range xNCHW[(i*tc.l.C+c)*plane:][:plane] {
+							want += float64(v)
+						}
+						want /= float64(plane)
+						assert.InDelta(t, want, feat[c*tc.n+i], 1e-5, "image %d channel %d", i, c)
+					}
+				}
+			})
+		}
+		assert.ErrorContains(t, r.Mean(Layout{H: 2, W: 2, C: 4, Pitch: 16}, 1, make([]float32, 10), make([]float32, 4)), "conv: input has")
+		assert.ErrorContains(t, r.Mean(Layout{H: 2, W: 2, C: 4, Pitch: 16}, 1, make([]float32, 64), make([]float32, 3)), "conv: features have")
+	}
+}

@@ -22,6 +22,7 @@ const (
 	opWinograd
 	opPool
 	opInput
+	opMean
 )
 
 // Runner runs layers on threads. It holds the arguments of the operation in
@@ -122,6 +123,49 @@ func (r *Runner) Input(l Layout, imgs [][]float32, out []float32) error {
 	return r.run(n * l.H)
 }
 
+// meanChunk is the number of channels of one image a task of Mean sums.
+const meanChunk = 64
+
+// Mean writes to feat (l.C x n values, channel-major: feat[c*n + i]) the
+// mean over the pixels of each channel of each of the n images in in
+// (layout l): the classifier's global average pool. The work is split over
+// the threads by image and chunk of channels.
+func (r *Runner) Mean(l Layout, n int, in, feat []float32) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("conv: %d images", n)
+	case len(in) < l.Size(n):
+		return fmt.Errorf("conv: input has %d values, want %d", len(in), l.Size(n))
+	case len(feat) < l.C*n:
+		return fmt.Errorf("conv: features have %d values, want %d", len(feat), l.C*n)
+	}
+	r.op, r.layout, r.n, r.in, r.out = opMean, l, n, in, feat
+	return r.run(n * ((l.C + meanChunk - 1) / meanChunk))
+}
+
+// meanTask sums chunk t mod chunks of the channels of image t / chunks.
+func (r *Runner) meanTask(t int) {
+	l := r.layout
+	chunks := (l.C + meanChunk - 1) / meanChunk
+	img, c0 := t/chunks, t%chunks*meanChunk
+	k := min(meanChunk, l.C-c0)
+	var acc [meanChunk]float32
+	sum := acc[:k]
+	for y := 0; y < l.H; y++ {
+		row := r.in[l.Offset(img, y, 0):]
+		for x := 0; x < l.W; x++ {
+			px := row[x*l.Pitch+c0:][:k]
+			for c, v := range px {
+				sum[c] += v
+			}
+		}
+	}
+	scale := 1 / float32(l.H*l.W)
+	for c, v := range sum {
+		r.out[(c0+c)*r.n+img] = v * scale
+	}
+}
+
 // run runs the operation's tasks and drops the references to its data.
 func (r *Runner) run(tasks int) error {
 	err := r.threads.Parallel(tasks, 1, r.fn)
@@ -140,6 +184,8 @@ func (r *Runner) tasks(thread, lo, hi int) {
 			r.pool.row(r.in, r.out, t/r.pool.out.H, t%r.pool.out.H)
 		case opInput:
 			r.inputRow(t/r.layout.H, t%r.layout.H)
+		case opMean:
+			r.meanTask(t)
 		}
 	}
 }

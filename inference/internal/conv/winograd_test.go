@@ -1,6 +1,7 @@
 package conv
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -59,4 +60,38 @@ func TestWinogradTransforms(t *testing.T) {
 		}
 	}
 	assert.Panics(t, func() { winogradInAsm(make([]float32, 16), 1, make([]float32, 64), 1, 1, 16) }, "short destination")
+}
+
+// TestWinogradChoice checks NewLayer's plan under each WinogradEnv value.
+func TestWinogradChoice(t *testing.T) {
+	avx512 := slices.Contains(Kernels(), "avx512")
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, tc := range []struct {
+		env     string
+		c, k    int
+		wino    bool // with AVX-512
+		wantErr string
+	}{
+		{env: "", c: 64, k: 3, wino: true},
+		{env: "auto", c: 512, k: 3, wino: true},
+		{env: "auto", c: 16, k: 3}, // too few channels
+		{env: "auto", c: 64, k: 1}, // not 3x3
+		{env: "on", c: 64, k: 3, wino: true},
+		{env: "off", c: 64, k: 3},
+		{env: "maybe", c: 64, k: 3, wantErr: "INFERBENCH_CONV_WINOGRAD"},
+	} {
+		t.Run(fmt.Sprintf("env=%s/c=%d/k=%d", tc.env, tc.c, tc.k), func(t *testing.T) {
+			t.Setenv(WinogradEnv, tc.env)
+			in := Layout{H: 4, W: 4, C: tc.c, Pitch: tc.c, Pad: 1}
+			l, err := NewLayer(Spec{In: in, Out: tc.c, K: tc.k, Stride: 1, Pad: tc.k / 2, OutPad: 1,
+				Weight: randSlice(rng, tc.c*tc.c*tc.k*tc.k)})
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.wino && avx512, l.wino != nil, "Winograd plan")
+			assert.Equal(t, !(tc.wino && avx512), l.w != nil, "direct weights")
+		})
+	}
 }
