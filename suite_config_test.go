@@ -43,6 +43,7 @@ func (c *suiteConfig) configLines() []backend.KV {
 		{Key: "checkpoint", Value: c.checkpoint},
 		{Key: "seed", Value: strconv.FormatUint(f.seed, 10)},
 		{Key: "pinned-input", Value: strconv.FormatBool(f.pinned)},
+		{Key: "convs", Value: f.convs},
 		{Key: "poisson", Value: strconv.FormatBool(f.poisson)},
 		{Key: "window", Value: c.windowLine()},
 		{Key: "cold-start", Value: strconv.FormatBool(f.cold)},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
 	"github.com/inferbench/inferbench/inference/loadgen"
 	"github.com/inferbench/inferbench/inference/resnet"
@@ -27,6 +28,7 @@ type suiteFlags struct {
 	concurrency, rate                                                         string
 	poisson                                                                   bool
 	checkpoint, model, size                                                   string
+	convs                                                                     string
 	pinned, cold                                                              bool
 	seed                                                                      uint64
 	slo                                                                       string
@@ -61,6 +63,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pipelines, "pipelines", "serial,overlap", "serial, overlap")
 	fs.StringVar(&f.precisions, "precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
 	fs.StringVar(&f.graphs, "graphs", "off", "CUDA graphs: on, off")
+	fs.StringVar(&f.convs, "convs", "graph", "convolutions (cuda): graph (cuDNN's backend API, fused, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)")
 	fs.StringVar(&f.devices, "devices", "1", "GPUs to spread workers over (cuda)")
 	fs.StringVar(&f.loads, "loads", "burst", "load: burst, closed, open")
 	fs.StringVar(&f.concurrency, "concurrency", "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
@@ -186,6 +189,9 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if c.graphs, err = oneOf("graphs", f.graphs, "on", "off"); err != nil {
 		return nil, err
+	}
+	if _, err := backend.ParseConvs(f.convs); err != nil {
+		return nil, badFlag("convs", f.convs, "want graph or legacy")
 	}
 	if len(c.pipelines) == 0 || len(c.graphs) == 0 {
 		return nil, errors.New("-pipelines and -graphs need at least one value each")

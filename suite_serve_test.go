@@ -123,7 +123,7 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 		"-max-batch", strconv.Itoa(p.batch), "-batches", strconv.Itoa(p.batch), "-workers", strconv.Itoa(p.workers),
 		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
 		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
-		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-max-queue", "4096", "-queue-policy", "block"}
+		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block"}
 	if c.flags.checkpoint != "" {
 		abs, err := filepath.Abs(c.flags.checkpoint)
 		if err != nil {

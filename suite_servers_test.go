@@ -50,6 +50,10 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 	if err != nil {
 		return inference.Config{}, err
 	}
+	convs, err := backend.ParseConvs(c.flags.convs)
+	if err != nil {
+		return inference.Config{}, err
+	}
 	devs := make([]int, devices)
 	for i := range devs {
 		devs[i] = i
@@ -57,7 +61,7 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 	cfg := inference.Config{
 		BackendName: be, Seed: c.flags.seed,
 		Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch},
-		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Devices: devs,
+		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs,
 		MaxQueue: 4096, PinnedInput: c.flags.pinned,
 	}
 	if c.flags.checkpoint != "" {

@@ -27,7 +27,7 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 	if len(c.targets) > 0 {
 		// A running server brings its own model and settings.
 		for _, name := range []string{"backends", "workers", "pipelines", "precisions", "graphs", "devices",
-			"checkpoint", "model", "pinned-input", "cold", "servers", "serve-bin"} {
+			"checkpoint", "model", "pinned-input", "convs", "cold", "servers", "serve-bin"} {
 			if f.isSet(name) {
 				return badFlag(name, flagSetValue(f.fs, name), "-target drives a running server, which has its own settings: give -%s or -target, not both", name)
 			}

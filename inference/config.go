@@ -105,10 +105,12 @@ type Config struct {
 	// Serial and 3 for Overlap (one copying in, one computing, one copying
 	// out). At most 16.
 	Slots int
-	// Precision, Graphs and Devices are passed to the back-end (see
-	// backend.Options); the zero values are fp32, no graphs, device 0.
+	// Precision, Graphs, Convs and Devices are passed to the back-end (see
+	// backend.Options); the zero values are fp32, no graphs, graph
+	// convolutions (cuDNN's backend API where it is faster), device 0.
 	Precision Precision
 	Graphs    bool
+	Convs     backend.Convs
 	Devices   []int
 	// PinnedInput says every request's input comes from AllocInput. The CUDA
 	// back-end then makes no pinned staging buffer per slot for pageable

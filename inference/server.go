@@ -112,7 +112,7 @@ func New(cfg Config) (*Server, error) {
 	s.eng, err = be.Open(s.model, backend.Options{
 		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
 		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
-		Precision: cfg.Precision, Graphs: cfg.Graphs, Devices: cfg.Devices, Batches: cfg.Batches,
+		Precision: cfg.Precision, Graphs: cfg.Graphs, Convs: cfg.Convs, Devices: cfg.Devices, Batches: cfg.Batches,
 		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache,
 	})
 	if err != nil {

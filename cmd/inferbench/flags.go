@@ -19,26 +19,26 @@ import (
 type serveFlags struct {
 	cfg inference.Config
 
-	modelName, modelVersion          string
-	httpAddr, grpcAddr, metricsAddr  string
-	grace, drainDelay                time.Duration
-	maxBody                          int64
-	readHeaderTimeout, readTimeout   time.Duration
-	writeTimeout, idleTimeout        time.Duration
-	maxHeaderBytes, maxConns         int
-	grpcMaxStreams                   uint
-	inflightBytes                    int64
-	shmMaxRegions                    int
-	shmMaxBytes                      int64
-	norm                             protocol.Normalization
-	tracePath                        string
-	logFormat                        string
-	gcPercent                        int
-	modelKind                        string
-	size                             string
-	pipeline, precision, queuePolicy string
-	devices, batches, preferred      string
-	uint8Mean, uint8Std              string
+	modelName, modelVersion                 string
+	httpAddr, grpcAddr, metricsAddr         string
+	grace, drainDelay                       time.Duration
+	maxBody                                 int64
+	readHeaderTimeout, readTimeout          time.Duration
+	writeTimeout, idleTimeout               time.Duration
+	maxHeaderBytes, maxConns                int
+	grpcMaxStreams                          uint
+	inflightBytes                           int64
+	shmMaxRegions                           int
+	shmMaxBytes                             int64
+	norm                                    protocol.Normalization
+	tracePath                               string
+	logFormat                               string
+	gcPercent                               int
+	modelKind                               string
+	size                                    string
+	pipeline, precision, convs, queuePolicy string
+	devices, batches, preferred             string
+	uint8Mean, uint8Std                     string
 }
 
 // parseServe reads serve's flags; every bad value names its flag and rule.
@@ -58,6 +58,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&c.Slots, "slots", 0, "batches in flight per worker (0: 1 for serial, 3 for overlap)")
 	fs.StringVar(&f.precision, "precision", "fp32", "arithmetic: fp32, tf32 or fp16 (tf32 and fp16 on cuda)")
 	fs.BoolVar(&c.Graphs, "graphs", false, "replay the forward pass as a CUDA graph per prepared batch size (cuda)")
+	fs.StringVar(&f.convs, "convs", "graph", "convolutions: graph (cuDNN's backend API, fused with bias, residual and ReLU, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward) (cuda)")
 	fs.StringVar(&f.devices, "devices", "0", "GPU ordinals to spread the workers over, comma-separated (cuda)")
 	fs.BoolVar(&c.PinnedInput, "pinned-input", true, "the front door decodes requests into the server's AllocInput memory, so the cuda back-end needs no staging buffers (false: make them anyway)")
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
@@ -133,6 +134,9 @@ func (f *serveFlags) check() error {
 	}
 	if c.Precision, err = backend.ParsePrecision(f.precision); err != nil {
 		return fmt.Errorf("-precision: %v", err)
+	}
+	if c.Convs, err = backend.ParseConvs(f.convs); err != nil {
+		return fmt.Errorf("-convs: %v", err)
 	}
 	switch f.queuePolicy {
 	case "block":

@@ -118,6 +118,43 @@ func ParsePrecision(s string) (Precision, error) {
 	return 0, fmt.Errorf("backend: unknown precision %q (want fp32, tf32 or fp16)", s)
 }
 
+// Convs is how a GPU back-end runs its convolutions.
+type Convs int
+
+// Convolution paths.
+const (
+	// ConvsGraph runs each convolution with its bias, residual add and ReLU
+	// as one operation graph of cuDNN's backend API, with the engine chosen by
+	// heuristics and measurement, where that beats ConvsLegacy's call for the
+	// layer (which it keeps otherwise).
+	ConvsGraph Convs = iota
+	// ConvsLegacy runs every convolution with cuDNN's legacy fused call
+	// (cudnnConvolutionBiasActivationForward).
+	ConvsLegacy
+)
+
+// String returns "graph" or "legacy".
+func (c Convs) String() string {
+	switch c {
+	case ConvsGraph:
+		return "graph"
+	case ConvsLegacy:
+		return "legacy"
+	}
+	return fmt.Sprintf("Convs(%d)", int(c))
+}
+
+// ParseConvs is the inverse of Convs.String.
+func ParseConvs(s string) (Convs, error) {
+	switch s {
+	case "graph":
+		return ConvsGraph, nil
+	case "legacy":
+		return ConvsLegacy, nil
+	}
+	return 0, fmt.Errorf("backend: unknown convolution path %q (want graph or legacy)", s)
+}
+
 // Options says what an Engine must be able to run. The server fills every field.
 type Options struct {
 	Workers   int       // compute workers, at least 1
@@ -128,6 +165,7 @@ type Options struct {
 	Pipeline  Pipeline  // stage arrangement
 	Precision Precision // arithmetic
 	Graphs    bool      // capture the forward pass in a graph per batch size (GPU)
+	Convs     Convs     // how convolutions run (GPU); the zero value is ConvsGraph
 	Devices   []int     // device ordinals to spread workers over; empty means device 0
 	// PinnedInput promises input from Allocator.AllocHost: the Engine makes no
 	// staging buffers for pageable input (which it must still accept, if slower).

@@ -24,6 +24,12 @@ type cachedAlgo struct {
 	Math      int    `json:"math"`
 	Workspace uint64 `json:"workspace"`
 	Fused     bool   `json:"fused"`
+	// A graph decision (backend.ConvsGraph) records whether a backend-API
+	// plan beat the legacy call and, if so, its rank in the heuristics' list
+	// and its engine's global index.
+	Graph  bool  `json:"graph,omitempty"`
+	Rank   int   `json:"rank,omitempty"`
+	Engine int64 `json:"engine,omitempty"`
 }
 
 // cacheFile is the layout of the cache file.

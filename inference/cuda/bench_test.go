@@ -25,6 +25,7 @@ type benchCase struct {
 	pinned bool
 	direct bool // Options.PinnedInput with pageable input: copied by the driver (no staging of ours)
 	split  bool // one part per image, as a server that batches requests passes them
+	legacy bool // backend.ConvsLegacy; else ConvsGraph
 }
 
 func (c benchCase) String() string {
@@ -40,7 +41,14 @@ func (c benchCase) String() string {
 	if c.split {
 		in += "-images"
 	}
-	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s", c.prec, g, c.pipe, c.batch, in)
+	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s/convs=%s", c.prec, g, c.pipe, c.batch, in, c.convs())
+}
+
+func (c benchCase) convs() backend.Convs {
+	if c.legacy {
+		return backend.ConvsLegacy
+	}
+	return backend.ConvsGraph
 }
 
 func benchCases() []benchCase {
@@ -49,23 +57,26 @@ func benchCases() []benchCase {
 	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
 		for _, g := range []bool{false, true} {
 			for _, b := range batches {
-				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false, false})
+				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false, false, false})
 			}
 		}
 	}
 	for _, b := range batches {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false, false})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false, false})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false, false, false})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false, false, false})
 	}
 	for _, b := range batches[1:] {
 		for _, direct := range []bool{false, true} {
-			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct, false})
-			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct, false})
+			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct, false, false})
+			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct, false, false})
 		}
 	}
 	for _, pinned := range []bool{false, true} {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, 256, pinned, false, true})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, 256, pinned, false, true})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, 256, pinned, false, true, false})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, 256, pinned, false, true, false})
+	}
+	for _, b := range batches {
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, true, false, false, true})
 	}
 	return cs
 }
@@ -92,7 +103,7 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	batch := c.batch
 	t0 := time.Now()
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: slots, MaxBatch: batch, Height: 250, Width: 250,
-		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Batches: []int{batch}, PinnedInput: c.direct})
+		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Convs: c.convs(), Batches: []int{batch}, PinnedInput: c.direct})
 	require.NoError(b, err)
 	warm := time.Since(t0)
 	defer e.Close()

@@ -127,6 +127,7 @@ func (e *engine) open() error {
 	}
 	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
 	cfg = append(cfg, e.plans.cache.config()...)
+	cfg = append(cfg, backend.KV{Key: "cuda-convs", Value: e.plans.convsConfig()})
 	if e.calibrateErr != nil {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
@@ -193,6 +194,9 @@ func (e *engine) plan() error {
 	}
 	for _, w := range e.workers {
 		if err := w.allocWorkspace(ws); err != nil {
+			return err
+		}
+		if err := w.prepareFused(); err != nil {
 			return err
 		}
 	}

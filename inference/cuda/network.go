@@ -49,6 +49,7 @@ type convLayer struct {
 	stride, pad        int
 	w, b               int // offsets in params
 	relu               bool
+	residual           bool // conv2 of a block: the shortcut is added before the ReLU
 	filter             cudnn.FilterDesc
 	bias               cudnn.TensorDesc
 }
@@ -153,6 +154,7 @@ func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv
 		if b.conv2, err = conv(&fb.Conv2, true, b.conv1.outH, b.conv1.outW); err != nil {
 			return err
 		}
+		b.conv2.residual = true
 		if fb.Down != nil {
 			if b.down, err = conv(fb.Down, false, h, w); err != nil {
 				return err

@@ -31,7 +31,8 @@ type convPlan struct {
 	conv  cudnn.ConvDesc
 	algo  cudnn.ConvFwdAlgo
 	ws    uintptr
-	fused bool // one cudnnConvolutionBiasActivationForward; else convolution then bias
+	fused bool         // one cudnnConvolutionBiasActivationForward; else convolution then bias
+	graph *graphChoice // a backend-API plan (backend.ConvsGraph); nil: the legacy calls above
 }
 
 // shapeKey identifies a convolution problem for the algorithm cache.
@@ -43,6 +44,7 @@ type choice struct {
 	math  cudnn.MathType
 	ws    uintptr
 	fused bool
+	graph *graphChoice // backend.ConvsGraph: the plan that beat the legacy calls, or nil
 }
 
 func (p *plan) destroy() {
@@ -75,7 +77,8 @@ type planner struct {
 	// mix), or n itself. Fixed by prepare.
 	runAs []int
 
-	cache cacheUse // what prepare did with the algorithm cache
+	cache   cacheUse     // what prepare did with the algorithm cache
+	timings []convTiming // what prepare measured of backend-API plans
 }
 
 func newPlanner(dnn *cudnn.Lib, net *network, opts backend.Options) *planner {
@@ -118,8 +121,11 @@ func (pl *planner) newPlan(n int, choose chooser) (*plan, error) {
 		if err := c.conv.SetMathType(ch.math); err != nil {
 			return nil, fmt.Errorf("cuda: %w", err)
 		}
-		c.algo, c.ws, c.fused = ch.algo, ch.ws, ch.fused
+		c.algo, c.ws, c.fused, c.graph = ch.algo, ch.ws, ch.fused, ch.graph
 		p.ws = max(p.ws, ch.ws)
+		if ch.graph != nil {
+			p.ws = max(p.ws, ch.graph.ws)
+		}
 	}
 	stem := net.convs[0]
 	if p.stemOut, err = t4(stem.out, stem.outH, stem.outW); err != nil {
@@ -204,8 +210,22 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 			}
 		}()
 		seen := map[shapeKey]choice{}
+		seenGraph := map[cudnn.FusedConv]*graphChoice{}
+		buffers := func(l *convLayer) (x, y, z uintptr) {
+			x, y = w.act[0], w.act[1]
+			if l.index == 0 {
+				x, y = w.slots[0].in, w.stem
+				if pl.net.transform {
+					x = w.x
+				}
+			}
+			if l.residual {
+				z = w.act[2]
+			}
+			return x, y, z
+		}
 		for _, n := range pl.opts.Batches {
-			choose := func(l *convLayer, c *convPlan) (choice, error) {
+			legacy := func(l *convLayer, c *convPlan) (choice, error) {
 				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
 				if ch, ok := seen[key]; ok {
 					return ch, nil
@@ -225,13 +245,7 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 						return choice{}, fmt.Errorf("search workspace: %w", err)
 					}
 				}
-				x, y := w.act[0], w.act[1]
-				if l.index == 0 {
-					x, y = w.slots[0].in, w.stem
-					if pl.net.transform {
-						x = w.x
-					}
-				}
+				x, y, _ := buffers(l)
 				res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, find, findWorkspace)
 				if err != nil {
 					return choice{}, err
@@ -242,6 +256,46 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 				}
 				seen[key] = ch
 				cache.put(ckey, cachedAlgo{Algo: int(ch.algo), Math: int(ch.math), Workspace: uint64(ch.ws), Fused: ch.fused})
+				return ch, nil
+			}
+			choose := func(l *convLayer, c *convPlan) (choice, error) {
+				ch, err := legacy(l, c)
+				if err != nil || pl.opts.Convs != backend.ConvsGraph {
+					return ch, err
+				}
+				spec := fusedSpec(pl.net, l, n)
+				if g, ok := seenGraph[spec]; ok {
+					ch.graph = g
+					return ch, nil
+				}
+				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
+				gkey := graphKey(prefix, key, l)
+				if v, ok := cache.get(gkey); ok {
+					if g, ok := pl.graphChoiceFromCache(w, spec, v); ok {
+						pl.cache.hits++
+						seenGraph[spec], ch.graph = g, g
+						return ch, nil
+					}
+				}
+				pl.cache.misses++
+				if find == 0 {
+					var err error
+					if find, err = allocDevice(findWorkspace); err != nil {
+						return choice{}, fmt.Errorf("search workspace: %w", err)
+					}
+				}
+				x, y, z := buffers(l)
+				g, t, err := pl.measureGraph(w, l, c, ch, n, x, y, z, find, findWorkspace)
+				if err != nil {
+					return choice{}, err
+				}
+				pl.timings = append(pl.timings, t)
+				v := cachedAlgo{Graph: g != nil}
+				if g != nil {
+					v.Rank, v.Engine, v.Workspace = g.rank, g.engine, uint64(g.ws)
+				}
+				cache.put(gkey, v)
+				seenGraph[spec], ch.graph = g, g
 				return ch, nil
 			}
 			p, err := pl.newPlan(n, choose)
@@ -313,7 +367,11 @@ func (pl *planner) planFor(n int, w *worker) (*plan, error) {
 				res[i].Err = err
 			}
 		}
-		return pick(res, l.relu, w.wsSize, false)
+		ch, err := pick(res, l.relu, w.wsSize, false)
+		if err == nil && pl.opts.Convs == backend.ConvsGraph {
+			ch.graph = pl.heuristicGraph(w, l, n, w.wsSize)
+		}
+		return ch, err
 	}
 	p, err := pl.newPlan(n, choose)
 	if err != nil {

@@ -38,9 +38,10 @@ type worker struct {
 	wsSize uintptr
 
 	slots  []slot
-	graphs []map[int]cudadrv.Exec // per slot, by batch size: the captured forward pass (Options.Graphs)
-	blasWS uintptr                // cuBLAS workspace, so that captured GEMMs allocate nothing
-	mem    []uintptr              // device allocations to free
+	graphs []map[int]cudadrv.Exec         // per slot, by batch size: the captured forward pass (Options.Graphs)
+	blasWS uintptr                        // cuBLAS workspace, so that captured GEMMs allocate nothing
+	fused  map[cudnn.FusedConv]*fusedExec // backend-API plans of graph convolutions (convgraph.go)
+	mem    []uintptr                      // device allocations to free
 }
 
 // slot is one batch in flight.
@@ -266,6 +267,10 @@ func (w *worker) close() error {
 				}
 			}
 		}
+		for _, f := range w.fused {
+			f.destroy()
+		}
+		w.fused = nil
 		errs = append(errs, w.dnn.Destroy(), w.blas.Destroy())
 		if !w.comp.IsZero() {
 			errs = append(errs, w.comp.Destroy())
@@ -486,6 +491,9 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 	net, h := w.e.net, w.dnn
 	conv := func(l *convLayer, x, y, z uintptr) error {
 		c := &p.convs[l.index]
+		if c.graph != nil {
+			return w.runFused(p, l, x, y, z)
+		}
 		wt, b := w.dev.param(l.w), w.dev.param(l.b)
 		if c.fused {
 			act, alpha2, zp := net.identity, float32(0), y
