@@ -35,7 +35,7 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if len(c.targets) > 0 {
 		return c.targetLines()
 	}
-	return []backend.KV{
+	lines := []backend.KV{
 		{Key: "backend", Value: strings.Join(c.backends, ",")},
 		{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
 		{Key: "model", Value: c.model},
@@ -43,11 +43,16 @@ func (c *suiteConfig) configLines() []backend.KV {
 		{Key: "checkpoint", Value: c.checkpoint},
 		{Key: "seed", Value: strconv.FormatUint(f.seed, 10)},
 		{Key: "pinned-input", Value: strconv.FormatBool(f.pinned)},
-		{Key: "convs", Value: f.convs},
 		{Key: "poisson", Value: strconv.FormatBool(f.poisson)},
 		{Key: "window", Value: c.windowLine()},
 		{Key: "cold-start", Value: strconv.FormatBool(f.cold)},
 	}
+	// Every result before -convs existed ran the legacy path: only the graph
+	// path gets a line, so that those results still compare.
+	if f.convs != backend.ConvsLegacy.String() {
+		lines = append(lines, backend.KV{Key: "convs", Value: f.convs})
+	}
+	return lines
 }
 
 // targetLines are the config lines of a run against -target servers: what

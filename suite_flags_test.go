@@ -63,7 +63,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pipelines, "pipelines", "serial,overlap", "serial, overlap")
 	fs.StringVar(&f.precisions, "precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
 	fs.StringVar(&f.graphs, "graphs", "off", "CUDA graphs: on, off")
-	fs.StringVar(&f.convs, "convs", "graph", "convolutions (cuda): graph (cuDNN's backend API, fused, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)")
+	fs.StringVar(&f.convs, "convs", "legacy", "convolutions (cuda): graph (cuDNN's backend API, fused, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)")
 	fs.StringVar(&f.devices, "devices", "1", "GPUs to spread workers over (cuda)")
 	fs.StringVar(&f.loads, "loads", "burst", "load: burst, closed, open")
 	fs.StringVar(&f.concurrency, "concurrency", "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")

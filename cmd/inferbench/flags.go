@@ -58,7 +58,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&c.Slots, "slots", 0, "batches in flight per worker (0: 1 for serial, 3 for overlap)")
 	fs.StringVar(&f.precision, "precision", "fp32", "arithmetic: fp32, tf32 or fp16 (tf32 and fp16 on cuda)")
 	fs.BoolVar(&c.Graphs, "graphs", false, "replay the forward pass as a CUDA graph per prepared batch size (cuda)")
-	fs.StringVar(&f.convs, "convs", "graph", "convolutions: graph (cuDNN's backend API, fused with bias, residual and ReLU, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward) (cuda)")
+	fs.StringVar(&f.convs, "convs", "legacy", "convolutions: graph (cuDNN's backend API, fused with bias, residual and ReLU, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward) (cuda)")
 	fs.StringVar(&f.devices, "devices", "0", "GPU ordinals to spread the workers over, comma-separated (cuda)")
 	fs.BoolVar(&c.PinnedInput, "pinned-input", true, "the front door decodes requests into the server's AllocInput memory, so the cuda back-end needs no staging buffers (false: make them anyway)")
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")

@@ -123,14 +123,17 @@ type Convs int
 
 // Convolution paths.
 const (
+	// ConvsLegacy runs every convolution with cuDNN's legacy fused call
+	// (cudnnConvolutionBiasActivationForward). It is the default: the graph
+	// path's engine search makes a start without an algorithm cache several
+	// times longer, and its captured CUDA graphs have not yet been checked
+	// against the reference on a GPU.
+	ConvsLegacy Convs = iota
 	// ConvsGraph runs each convolution with its bias, residual add and ReLU
 	// as one operation graph of cuDNN's backend API, with the engine chosen by
 	// heuristics and measurement, where that beats ConvsLegacy's call for the
 	// layer (which it keeps otherwise).
-	ConvsGraph Convs = iota
-	// ConvsLegacy runs every convolution with cuDNN's legacy fused call
-	// (cudnnConvolutionBiasActivationForward).
-	ConvsLegacy
+	ConvsGraph
 )
 
 // String returns "graph" or "legacy".
@@ -165,7 +168,7 @@ type Options struct {
 	Pipeline  Pipeline  // stage arrangement
 	Precision Precision // arithmetic
 	Graphs    bool      // capture the forward pass in a graph per batch size (GPU)
-	Convs     Convs     // how convolutions run (GPU); the zero value is ConvsGraph
+	Convs     Convs     // how convolutions run (GPU); the zero value is ConvsLegacy
 	Devices   []int     // device ordinals to spread workers over; empty means device 0
 	// PinnedInput promises input from Allocator.AllocHost: the Engine makes no
 	// staging buffers for pageable input (which it must still accept, if slower).
