@@ -25,8 +25,13 @@
 //     MaxBatch and, once per distinct convolution problem, choose the fastest
 //     algorithm measured with cudnnFindConvolutionForwardAlgorithmEx, or take it
 //     from the algorithm cache file (Options.AlgoCache, CacheEnv), so that a
-//     later start skips the search; size one workspace per worker (other batch
-//     sizes are planned on first use with cuDNN's heuristics);
+//     later start skips the search; with backend.ConvsGraph, also time the
+//     same convolution with its bias, residual add and ReLU as one operation
+//     graph of cuDNN's backend API, for the heuristics' first engine
+//     configurations, and keep the fastest plan where it beats the legacy
+//     call (convgraph.go; cached too); every worker finalizes its own plans;
+//     size one workspace per worker (other batch sizes are planned on first
+//     use with cuDNN's heuristics, untimed);
 //  3. capture (Options.Graphs): record the forward pass of every planned batch
 //     size for every slot into a CUDA graph, to be replayed with one launch, and
 //     upload the graphs to the device (nothing runs);
@@ -45,7 +50,9 @@
 //     cuda-calibration.
 //
 // Info().Config holds the device's config lines (see Describe), cuda-devices,
-// and the algorithm cache's use, which tells a cold start from a warm one:
+// cuda-convs (the convolution path and, for graph, how many prepared
+// convolutions run as backend-API plans), and the algorithm cache's use,
+// which tells a cold start from a warm one:
 // cudnn-algo-cache (off, cold, warm or partial, with hits and misses),
 // cudnn-algo-cache-file and, if the file could not be read or written,
 // cudnn-algo-cache-error.
