@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferbench/inferbench/inference/client"
+)
+
+// needPerfAnalyzer finds Triton's perf_analyzer ($INFERBENCH_PERF_ANALYZER,
+// else on PATH): it skips without one, or fails when INFERBENCH_PEERS_REQUIRE=1
+// (CI installs it with scripts/peers/install-perf-analyzer.sh and sets both).
+func needPerfAnalyzer(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("INFERBENCH_PERF_ANALYZER")
+	var err error
+	if path == "" {
+		path, err = exec.LookPath("perf_analyzer")
+	} else if _, err = os.Stat(path); err == nil {
+		// perf_analyzer with no arguments prints its usage; a missing
+		// library shows here instead.
+		out, _ := exec.Command(path).CombinedOutput()
+		if !strings.Contains(string(out), "Usage") {
+			err = fmt.Errorf("%s does not run: %s", path, out)
+		}
+	}
+	if err != nil {
+		if os.Getenv("INFERBENCH_PEERS_REQUIRE") == "1" {
+			t.Fatalf("perf_analyzer is required (INFERBENCH_PEERS_REQUIRE=1): %v", err)
+		}
+		t.Skipf("Triton's perf_analyzer is not installed (%v): scripts/peers/install-perf-analyzer.sh DIR, then INFERBENCH_PERF_ANALYZER=DIR/perf_analyzer", err)
+	}
+	return path
+}
+
+// TestPerfAnalyzer drives the real command on the CPU back-end with Triton's
+// perf_analyzer over gRPC and HTTP, with and without system shared memory: it
+// must measure without an error, report a throughput, find the server's
+// statistics (its "Server:" section, from the statistics extension) with as
+// many inferences as it counted requests times the batch, and leave no
+// shared-memory region behind.
+func TestPerfAnalyzer(t *testing.T) {
+	pa := needPerfAnalyzer(t)
+	const batch = 2
+	s := startServer(t, "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-workers", "2")
+	dir := t.TempDir()
+	requests := regexp.MustCompile(`Client:\s+Request count: (\d+)`)
+	inferences := regexp.MustCompile(`Server:\s+Inference count: (\d+)`)
+	for _, proto := range []string{"grpc", "http"} {
+		for _, shm := range []string{"none", "system"} {
+			t.Run(proto+"/"+shm, func(t *testing.T) {
+				addr := s.grpc
+				if proto == "http" {
+					addr = s.http
+				}
+				csvPath := filepath.Join(dir, proto+"-"+shm+".csv")
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, pa, "-m", "resnet18", "-u", addr, "-i", proto, "-b", strconv.Itoa(batch),
+					"--concurrency-range", "2", "--measurement-interval", "300", "--max-trials", "20",
+					"--shared-memory", shm, "--output-shared-memory-size", strconv.Itoa(4*batch*5), "-f", csvPath)
+				out, err := cmd.CombinedOutput()
+				t.Logf("perf_analyzer:\n%s", out)
+				require.NoError(t, err, "server log:\n%s", s.logText())
+
+				f, err := os.Open(csvPath)
+				require.NoError(t, err)
+				defer f.Close()
+				rows, err := csv.NewReader(f).ReadAll()
+				require.NoError(t, err)
+				require.Len(t, rows, 2, "a header and one concurrency")
+				require.Equal(t, "Inferences/Second", rows[0][1])
+				perSecond, err := strconv.ParseFloat(rows[1][1], 64)
+				require.NoError(t, err)
+				assert.Positive(t, perSecond)
+
+				// The counts of perf_analyzer's last (stable) measurement.
+				reqs, infs := requests.FindAllSubmatch(out, -1), inferences.FindAllSubmatch(out, -1)
+				require.NotEmpty(t, reqs, "perf_analyzer printed no client request count")
+				require.NotEmpty(t, infs, "perf_analyzer found no server statistics")
+				nReq, _ := strconv.Atoi(string(reqs[len(reqs)-1][1]))
+				nInf, _ := strconv.Atoi(string(infs[len(infs)-1][1]))
+				assert.Positive(t, nReq)
+				// The server counts the window's requests as perf_analyzer
+				// delimits them with two statistics snapshots: a request
+				// answered between the snapshot and the client's clock may
+				// fall on either side.
+				assert.InDelta(t, batch*nReq, nInf, float64(2*batch*2), "server inferences against client requests x batch")
+
+				c, err := client.NewHTTP("http://"+s.http, client.HTTPOptions{})
+				require.NoError(t, err)
+				regions, err := c.SystemSharedMemoryStatus(context.Background(), "")
+				require.NoError(t, err)
+				assert.Empty(t, regions, "perf_analyzer unregistered its regions")
+			})
+		}
+	}
+	err, _ := s.stop(t)
+	require.NoError(t, err, "exit after SIGTERM\n%s", s.logText())
+}
