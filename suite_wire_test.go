@@ -252,7 +252,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	assert.Equal(t, []string{"serve", "-log", "json", "-http-addr", "", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
 		"-model-name", "rn", "-backend", "cuda", "-max-batch", "32", "-batches", "32", "-workers", "2", "-pipeline", "overlap",
 		"-precision", "fp16", "-graphs=true", "-devices", "0,1", "-size", "64x48", "-seed", "7", "-pinned-input=true",
-		"-convs", "graph", "-max-queue", "4096", "-queue-policy", "block", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
+		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
 	c.flags.checkpoint = ckpt
 	args := c.serveArgs(p, httpT)
 	assert.Equal(t, []string{"-checkpoint", ckpt}, args[len(args)-2:])

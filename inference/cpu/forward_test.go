@@ -190,6 +190,33 @@ var forwardBatches = flag.String("batches", "1,8", "BenchmarkForward: batch size
 // PyTorch's and onnxruntime's forward pass, so benchstat -col /backend puts
 // them side by side.
 func BenchmarkForward(b *testing.B) {
+	forEachForwardBatch(b, func(b *testing.B, e backend.Engine, batch int, parts [][]float32, rssReset bool) {
+		wk := e.Workers()[0]
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := wk.CopyIn(0, parts); err != nil {
+				b.Fatal(err)
+			}
+			if err := wk.Compute(0, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sec := b.Elapsed().Seconds()
+		b.ReportMetric(float64(batch*b.N)/sec, "images/s")
+		b.ReportMetric(sec*1e3/float64(b.N), "ms/batch")
+		if mb, ok := peakRSS(); ok && rssReset {
+			b.ReportMetric(mb, "peak-rss-MB")
+		}
+	})
+}
+
+// forEachForwardBatch runs body as a sub-benchmark per -batches size,
+// backend=cpu/threads=N/batch=B, with a one-worker engine for ResNet-18 at
+// 250x250 and one untimed pass already made (the first touches the scratch
+// memory); parts is the batch's input, and rssReset says whether the peak
+// resident set size was reset before the engine was made (peak-rss-MB is
+// then the sub-benchmark's, not the process's).
+func forEachForwardBatch(b *testing.B, body func(b *testing.B, e backend.Engine, batch int, parts [][]float32, rssReset bool)) {
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
 	const h, w = 250, 250
@@ -197,30 +224,15 @@ func BenchmarkForward(b *testing.B) {
 	require.NoError(b, err, "-batches")
 	for _, batch := range batches {
 		b.Run(fmt.Sprintf("backend=cpu/threads=%d/batch=%d", runtime.GOMAXPROCS(0), batch), func(b *testing.B) {
-			rssReset := resetPeakRSS() // peak-rss-MB is this sub-benchmark's, not the process's
+			rssReset := resetPeakRSS()
 			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: batch, Height: h, Width: w})
 			require.NoError(b, err)
 			defer e.Close()
-			wk := e.Workers()[0]
 			parts := [][]float32{randImages(batch, 3, h, w, 1)}
-			// One untimed pass: the first touches the scratch memory.
+			wk := e.Workers()[0]
 			require.NoError(b, wk.CopyIn(0, parts))
 			require.NoError(b, wk.Compute(0, batch))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := wk.CopyIn(0, parts); err != nil {
-					b.Fatal(err)
-				}
-				if err := wk.Compute(0, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			sec := b.Elapsed().Seconds()
-			b.ReportMetric(float64(batch*b.N)/sec, "images/s")
-			b.ReportMetric(sec*1e3/float64(b.N), "ms/batch")
-			if mb, ok := peakRSS(); ok && rssReset {
-				b.ReportMetric(mb, "peak-rss-MB")
-			}
+			body(b, e, batch, parts, rssReset)
 		})
 	}
 }

@@ -204,6 +204,16 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 	var ws uintptr
 	err = withContext(w.dev, func() (err error) {
 		var find uintptr // search workspace, allocated on the first search
+		needFind := func() error {
+			if find != 0 {
+				return nil
+			}
+			var err error
+			if find, err = allocDevice(findWorkspace); err != nil {
+				return fmt.Errorf("search workspace: %w", err)
+			}
+			return nil
+		}
 		defer func() {
 			if find != 0 {
 				err = errors.Join(err, cudadrv.MemFree(find))
@@ -239,11 +249,8 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 					}
 				}
 				pl.cache.misses++
-				if find == 0 {
-					var err error
-					if find, err = allocDevice(findWorkspace); err != nil {
-						return choice{}, fmt.Errorf("search workspace: %w", err)
-					}
+				if err := needFind(); err != nil {
+					return choice{}, err
 				}
 				x, y, _ := buffers(l)
 				res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, find, findWorkspace)
@@ -278,11 +285,8 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 					}
 				}
 				pl.cache.misses++
-				if find == 0 {
-					var err error
-					if find, err = allocDevice(findWorkspace); err != nil {
-						return choice{}, fmt.Errorf("search workspace: %w", err)
-					}
+				if err := needFind(); err != nil {
+					return choice{}, err
 				}
 				x, y, z := buffers(l)
 				g, t, err := pl.measureGraph(w, l, c, ch, n, x, y, z, find, findWorkspace)
