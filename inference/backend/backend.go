@@ -176,6 +176,9 @@ type Options struct {
 	// Batches lists the batch sizes to prepare at start-up (plans, graphs); other
 	// sizes up to MaxBatch must still work, possibly slower on first use.
 	Batches []int
+	// Normalization is how a Uint8Worker normalises uint8 input; zero means
+	// ImageNet.
+	Normalization Normalization
 	// AlgoCache is where a GPU back-end keeps the algorithms it chose by
 	// measuring, so that a later start can skip the search: "" is the back-end's
 	// default location, "off" keeps no cache (every start searches), anything
@@ -265,6 +268,17 @@ type Worker interface {
 	Output(slot int) []float32
 	// Device is the ordinal of the device this worker runs on.
 	Device() int
+}
+
+// A Uint8Worker also takes uint8 images ([n, 3, H, W] bytes, NCHW) and
+// normalises them on the device with Options.Normalization, so that a copy-in
+// moves a quarter of the bytes of float32 input. The cuda back-end's workers
+// are Uint8Workers; others get float input, normalised on the host (Widen).
+type Uint8Worker interface {
+	Worker
+	// CopyInUint8 is CopyIn for uint8 parts (each a multiple of 3*Height*Width
+	// bytes). Compute then runs the batch from its normalised bytes.
+	CopyInUint8(slot int, parts [][]uint8) error
 }
 
 // Times are device-measured stage durations of one batch, on the device's

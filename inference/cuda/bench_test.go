@@ -26,6 +26,10 @@ type benchCase struct {
 	direct bool // Options.PinnedInput with pageable input: copied by the driver (no staging of ours)
 	split  bool // one part per image, as a server that batches requests passes them
 	legacy bool // backend.ConvsLegacy; else ConvsGraph
+	// dtype is the input datatype: "fp32" (converted by this package's kernel
+	// where the network needs a conversion), "fp32-cudnn" (converted by
+	// cudnnTransformTensor) or "uint8" (bytes normalised on the device).
+	dtype string
 }
 
 func (c benchCase) String() string {
@@ -41,7 +45,11 @@ func (c benchCase) String() string {
 	if c.split {
 		in += "-images"
 	}
-	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s/convs=%s", c.prec, g, c.pipe, c.batch, in, c.convs())
+	dt := c.dtype
+	if dt == "" {
+		dt = "fp32"
+	}
+	return fmt.Sprintf("precision=%s/graphs=%s/pipeline=%s/batch=%d/input=%s/convs=%s/datatype=%s", c.prec, g, c.pipe, c.batch, in, c.convs(), dt)
 }
 
 func (c benchCase) convs() backend.Convs {
@@ -57,27 +65,38 @@ func benchCases() []benchCase {
 	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
 		for _, g := range []bool{false, true} {
 			for _, b := range batches {
-				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false, false, false})
+				cs = append(cs, benchCase{p, g, backend.Overlap, b, true, false, false, false, ""})
 			}
 		}
 	}
 	for _, b := range batches {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false, false, false})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false, false, false})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Serial, b, true, false, false, false, ""})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Serial, b, true, false, false, false, ""})
 	}
 	for _, b := range batches[1:] {
 		for _, direct := range []bool{false, true} {
-			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct, false, false})
-			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct, false, false})
+			cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, b, false, direct, false, false, ""})
+			cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, false, direct, false, false, ""})
 		}
 	}
 	for _, pinned := range []bool{false, true} {
-		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, 256, pinned, false, true, false})
-		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, 256, pinned, false, true, false})
+		cs = append(cs, benchCase{backend.TF32, false, backend.Overlap, 256, pinned, false, true, false, ""})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, 256, pinned, false, true, false, ""})
 	}
 	for _, b := range batches {
-		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, true, false, false, true})
+		cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, true, false, false, true, ""})
 	}
+	// Input datatypes: uint8 copies a quarter of the bytes; fp32-cudnn is the
+	// conversion this package's kernel replaced.
+	for _, b := range batches[1:] {
+		for _, pinned := range []bool{false, true} {
+			for _, dt := range []string{"uint8", "fp32-cudnn"} {
+				cs = append(cs, benchCase{backend.FP16, true, backend.Overlap, b, pinned, false, false, false, dt})
+			}
+		}
+	}
+	cs = append(cs, benchCase{backend.FP32, true, backend.Overlap, 256, true, false, false, false, "uint8"})
+	cs = append(cs, benchCase{backend.TF32, true, backend.Overlap, 256, true, false, false, false, "uint8"})
 	return cs
 }
 
@@ -102,6 +121,8 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 	}
 	batch := c.batch
 	t0 := time.Now()
+	useInputKernel = c.dtype != "fp32-cudnn"
+	defer func() { useInputKernel = true }()
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: slots, MaxBatch: batch, Height: 250, Width: 250,
 		Pipeline: c.pipe, Precision: c.prec, Graphs: c.graphs, Convs: c.convs(), Batches: []int{batch}, PinnedInput: c.direct})
 	require.NoError(b, err)
@@ -129,7 +150,23 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 			}
 		}
 	}
+	bytes := make([][]uint8, slots) // uint8 input: one batch per slot, pinned like the float input
+	for i := range bytes {
+		x := randomBytes(batch, 250, 250, uint64(i))
+		if c.pinned {
+			p, err := e.(backend.Allocator).AllocHost((len(x) + 3) / 4)
+			require.NoError(b, err)
+			x = append(asBytes(p)[:0], x...)
+		}
+		bytes[i] = x
+	}
 	w := e.Workers()[0]
+	copyIn := func(slot int) error {
+		if c.dtype == "uint8" {
+			return w.(backend.Uint8Worker).CopyInUint8(slot, [][]uint8{bytes[slot]})
+		}
+		return w.CopyIn(slot, parts[slot])
+	}
 	release, err := w.Bind()
 	require.NoError(b, err)
 	defer release()
@@ -159,7 +196,7 @@ func benchWorker(b *testing.B, m *resnet.Model, c benchCase) {
 			wait(slot)
 		}
 		issued[slot] = time.Now()
-		require.NoError(b, w.CopyIn(slot, parts[slot]))
+		require.NoError(b, copyIn(slot))
 		require.NoError(b, w.Compute(slot, batch))
 		require.NoError(b, w.CopyOut(slot, batch))
 		i++

@@ -1,6 +1,9 @@
 package cuda
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // chunk is the size in float32 values (1 MiB) of the pieces a large copy is
 // split into.
@@ -8,7 +11,7 @@ const chunk = 1 << 18
 
 // copyJob is one piece of a staging copy.
 type copyJob struct {
-	dst, src []float32
+	dst, src []byte
 	wg       *sync.WaitGroup
 }
 
@@ -44,18 +47,32 @@ const minJob = 1 << 14
 // goroutines; many mid-sized ones (one image each, say) run in parallel as
 // separate jobs.
 func (c *copier) copy(dst, src []float32, wg *sync.WaitGroup) {
-	if len(src) < minJob || c.n < 2 {
+	c.copyBytes(asBytes(dst), asBytes(src), wg)
+}
+
+// copyBytes is copy for any memory, as bytes.
+func (c *copier) copyBytes(dst, src []byte, wg *sync.WaitGroup) {
+	if len(src) < 4*minJob || c.n < 2 {
 		copy(dst, src)
 		return
 	}
-	// One piece per goroutine, at least chunk values each.
-	pieces := max(1, min(c.n, len(src)/chunk))
+	// One piece per goroutine, at least chunk float32 values (1 MiB) each.
+	pieces := max(1, min(c.n, len(src)/(4*chunk)))
 	size := (len(src) + pieces - 1) / pieces
 	for lo := 0; lo < len(src); lo += size {
 		hi := min(lo+size, len(src))
 		wg.Add(1)
 		c.jobs <- copyJob{dst: dst[lo:hi], src: src[lo:hi], wg: wg}
 	}
+}
+
+// asBytes is the memory of v as bytes.
+func asBytes[T float32 | uint8](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(zero)))
 }
 
 // close stops the goroutines and waits for them.

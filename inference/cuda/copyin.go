@@ -46,11 +46,15 @@ const (
 //     waited for it, which every CopyIn does before it returns, also on error
 //     (finish, deferred); direct parts are read by the device until the copy
 //     completes, which the contract covers (parts unchanged until Wait).
-type inputCopy struct {
+//
+// T is the element type of the input: float32 values, or uint8 image bytes
+// that the device normalises (Worker.CopyInUint8); offsets and lengths count
+// elements.
+type inputCopy[T float32 | uint8] struct {
 	// send enqueues the copy of n values at src to the device input at value
 	// offset off (on a GPU: cuMemcpyHtoDAsync on the copy-in stream).
 	send    func(off int, src unsafe.Pointer, n int) error
-	stage   []float32       // the staging buffer, as long as the device input
+	stage   []T             // the staging buffer, as long as the device input
 	staging *sync.WaitGroup // counts copies into stage in progress
 	copier  *copier
 
@@ -63,13 +67,13 @@ type inputCopy struct {
 // add routes part p: direct (memory from AllocHost, or any memory when the
 // engine has no staging buffers because of Options.PinnedInput: the driver
 // then stages pageable memory itself) or staged.
-func (c *inputCopy) add(p []float32, direct bool) error {
+func (c *inputCopy[T]) add(p []T, direct bool) error {
 	if len(p) == 0 {
 		return nil
 	}
 	if direct {
 		src := unsafe.Pointer(&p[0])
-		adjacent := c.kind == directRun && uintptr(src) == uintptr(c.src)+uintptr(4*(c.off-c.from))
+		adjacent := c.kind == directRun && uintptr(src) == uintptr(c.src)+unsafe.Sizeof(p[0])*uintptr(c.off-c.from)
 		if !adjacent {
 			if err := c.flush(); err != nil {
 				return err
@@ -83,14 +87,14 @@ func (c *inputCopy) add(p []float32, direct bool) error {
 			}
 			c.kind, c.from = stagedRun, c.off
 		}
-		c.copier.copy(c.stage[c.off:c.off+len(p)], p, c.staging)
+		c.copier.copyBytes(asBytes(c.stage[c.off:c.off+len(p)]), asBytes(p), c.staging)
 	}
 	c.off += len(p)
 	return nil
 }
 
 // flush sends the pending run, if any, with one copy.
-func (c *inputCopy) flush() error {
+func (c *inputCopy[T]) flush() error {
 	kind := c.kind
 	c.kind = noRun
 	switch kind {
@@ -105,4 +109,4 @@ func (c *inputCopy) flush() error {
 
 // finish waits for staging copies still running, so that none reads the
 // caller's memory or writes the staging buffer after CopyIn returns.
-func (c *inputCopy) finish() { c.staging.Wait() }
+func (c *inputCopy[T]) finish() { c.staging.Wait() }

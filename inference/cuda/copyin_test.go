@@ -66,7 +66,7 @@ func TestInputCopy(t *testing.T) {
 			}
 			f := &fakeInput{dev: make([]float32, len(want))}
 			var staging sync.WaitGroup
-			in := inputCopy{send: f.send, stage: make([]float32, len(want)), staging: &staging, copier: c}
+			in := inputCopy[float32]{send: f.send, stage: make([]float32, len(want)), staging: &staging, copier: c}
 			for _, p := range tt.parts {
 				direct := &p.from[0] == &pinned[0]
 				require.NoError(t, in.add(p.from[p.lo:p.hi], direct))
@@ -90,7 +90,7 @@ func TestInputCopyError(t *testing.T) {
 	}
 	f := &fakeInput{dev: make([]float32, 3*minJob), fail: 1}
 	var staging sync.WaitGroup
-	in := inputCopy{send: f.send, stage: make([]float32, 3*minJob), staging: &staging, copier: c}
+	in := inputCopy[float32]{send: f.send, stage: make([]float32, 3*minJob), staging: &staging, copier: c}
 	require.NoError(t, in.add(src, false))
 	err := in.add(make([]float32, minJob), true) // flushes the staged run, whose send fails
 	assert.ErrorContains(t, err, "send failed")

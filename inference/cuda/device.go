@@ -25,6 +25,9 @@ type device struct {
 	// at Open by worker.timeForward for the prepared sizes when the pass runs
 	// as library calls (no graphs). Written only during Open.
 	ownTime map[int]time.Duration
+	// kernels are the input conversion kernels, loaded in the device's
+	// context by its first worker (see loadInputKernels).
+	kernels *inputKernels
 }
 
 // deviceCount initialises the driver, on first use, and returns the number of
@@ -110,7 +113,7 @@ func (d *device) close() error {
 	var errs []error
 	if d.params != 0 || !d.ref.IsZero() {
 		errs = append(errs, withContext(d, func() error {
-			var errs []error
+			errs := []error{d.kernels.unload()}
 			if d.params != 0 {
 				errs = append(errs, cudadrv.MemFree(d.params))
 				d.params = 0

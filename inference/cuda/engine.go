@@ -40,6 +40,7 @@ type engine struct {
 	copier  *copier
 
 	calibrateErr error // why calibrate could not time the forward pass
+	inputKernel  bool  // float32 input is converted by our kernel (useInputKernel at Open)
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -68,7 +69,7 @@ func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, 
 	if m.Arch.InChannels != 3 {
 		return nil, fmt.Errorf("cuda: model has %d input channels, want 3", m.Arch.InChannels)
 	}
-	e := &engine{opts: opts, folded: m.Fold()}
+	e := &engine{opts: opts, folded: m.Fold(), inputKernel: useInputKernel}
 	if err := e.open(); err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
@@ -85,6 +86,9 @@ func normalise(o backend.Options) (backend.Options, error) {
 		o.Devices = []int{0}
 	}
 	o.Devices = slices.Clone(o.Devices)
+	if o.Normalization.IsZero() {
+		o.Normalization = backend.ImageNet
+	}
 	var batches []int
 	for _, n := range append(slices.Clone(o.Batches), o.MaxBatch) {
 		if n >= 1 && n <= o.MaxBatch && !slices.Contains(batches, n) {
@@ -416,12 +420,12 @@ func (e *engine) unregisterAllHost() error {
 }
 
 // pinned reports whether p lies inside memory from AllocHost or RegisterHost.
-func (e *engine) pinned(p []float32) bool {
+func (e *engine) pinned(p []byte) bool {
 	if len(p) == 0 {
 		return false
 	}
 	start := uintptr(unsafe.Pointer(&p[0]))
-	end := start + uintptr(4*len(p))
+	end := start + uintptr(len(p))
 	e.hostMu.RLock()
 	defer e.hostMu.RUnlock()
 	for _, r := range e.host {

@@ -53,19 +53,19 @@ func TestRegisterHost(t *testing.T) {
 	view := unsafe.Slice((*float32)(unsafe.Pointer(&mapping[64])), values)
 	copy(view, randomInput(n, h, w, 3))
 
-	require.False(t, e.pinned(view), "pageable before RegisterHost")
+	require.False(t, e.pinned(asBytes(view)), "pageable before RegisterHost")
 	staged, tStaged := copyIn(t, e, [][]float32{view}, n)
 	unregister, err := e.RegisterHost(mapping)
 	require.NoError(t, err)
-	assert.True(t, e.pinned(view), "inside registered memory")
-	assert.True(t, e.pinned(view[values-3*h*w:]), "its last image too")
+	assert.True(t, e.pinned(asBytes(view)), "inside registered memory")
+	assert.True(t, e.pinned(asBytes(view[values-3*h*w:])), "its last image too")
 	direct, tDirect := copyIn(t, e, [][]float32{view}, n)
 	assert.Equal(t, staged, direct, "logits of the direct copy")
 	t.Logf("copy-in of %d MB, device-timed: staged through pinned memory %v, DMA from the registered mapping %v",
 		4*values>>20, tStaged.H2D, tDirect.H2D)
 
 	require.NoError(t, unregister())
-	assert.False(t, e.pinned(view), "pageable again after unregister")
+	assert.False(t, e.pinned(asBytes(view)), "pageable again after unregister")
 	assert.NoError(t, unregister(), "unregister is idempotent")
 	again, _ := copyIn(t, e, [][]float32{view}, n)
 	assert.Equal(t, staged, again, "staged again after unregister")

@@ -38,25 +38,39 @@ type worker struct {
 	wsSize uintptr
 
 	slots  []slot
-	graphs []map[int]cudadrv.Exec         // per slot, by batch size: the captured forward pass (Options.Graphs)
 	blasWS uintptr                        // cuBLAS workspace, so that captured GEMMs allocate nothing
 	fused  map[cudnn.FusedConv]*fusedExec // backend-API plans of graph convolutions (convgraph.go)
 	mem    []uintptr                      // device allocations to free
+
+	graphs []map[captureKey]cudadrv.Exec // per slot: the captured forward passes (Options.Graphs)
+	prof   *profiler                     // set while profileForward runs: forward marks its steps
+}
+
+// captureKey names a captured forward pass: its batch size and input type.
+type captureKey struct {
+	n     int
+	uint8 bool
 }
 
 // slot is one batch in flight.
 type slot struct {
 	in      uintptr        // device input, MaxBatch images
 	stage   []float32      // pinned staging buffer for the input
-	staging sync.WaitGroup // copies into stage in progress
+	staging sync.WaitGroup // copies into stage or stageU8 in progress
 	// sendIn enqueues a copy of values from host memory to in on the worker's
 	// copy-in stream (see inputCopy.send).
 	sendIn func(off int, src unsafe.Pointer, n int) error
-	outDev uintptr   // device logits
-	out    []float32 // pinned host logits
-	n      int       // images copied in
-	ran    int       // the batch size the last Compute ran at
-	graph  bool      // the last Compute was a graph launch
+	// The same for uint8 input (CopyInUint8): device bytes, pinned staging
+	// buffer, copy; uint8 says the slot's current batch is uint8.
+	inU8    uintptr
+	stageU8 []uint8
+	sendU8  func(off int, src unsafe.Pointer, n int) error
+	uint8   bool
+	outDev  uintptr   // device logits
+	out     []float32 // pinned host logits
+	n       int       // images copied in
+	ran     int       // the batch size the last Compute ran at
+	graph   bool      // the last Compute was a graph launch
 
 	// Events: copy-in start/end, compute start/end, copy-out start/end, and
 	// evEnq, recorded on the device's idle stream once the host has enqueued
@@ -68,6 +82,19 @@ type slot struct {
 func (s *slot) events() []*cudadrv.Event {
 	return []*cudadrv.Event{&s.evIn0, &s.evIn1, &s.evComp0, &s.evComp1, &s.evOut0, &s.evOut1, &s.evEnq}
 }
+
+// input returns the device input of the slot's current batch.
+func (s *slot) input() inputRef {
+	if s.uint8 {
+		return inputRef{f32: s.in, u8: s.inU8}
+	}
+	return inputRef{f32: s.in}
+}
+
+// inputRef is the device input of a forward pass: float32 NCHW values at f32,
+// or, when u8 is not 0, uint8 NCHW bytes at u8 (f32 is then the slot's float
+// buffer, which an fp32 NCHW network converts them into).
+type inputRef struct{ f32, u8 uintptr }
 
 // allocDevice returns bytes of zeroed device memory in the current context.
 func allocDevice(bytes int) (uintptr, error) {
@@ -146,6 +173,11 @@ func (w *worker) init() error {
 	}
 	b, el := o.MaxBatch, net.elem
 	per := 3 * o.Height * o.Width
+	if w.dev.kernels == nil {
+		if w.dev.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width); err != nil {
+			return err
+		}
+	}
 	if net.transform {
 		if w.x, err = w.alloc(el * b * per); err != nil {
 			return err
@@ -177,6 +209,12 @@ func (w *worker) init() error {
 		s.sendIn = func(off int, src unsafe.Pointer, n int) error {
 			return cudadrv.MemcpyHtoDAsync(s.in+uintptr(4*off), src, 4*n, w.in)
 		}
+		if s.inU8, err = w.alloc(b * per); err != nil {
+			return err
+		}
+		s.sendU8 = func(off int, src unsafe.Pointer, n int) error {
+			return cudadrv.MemcpyHtoDAsync(s.inU8+uintptr(off), src, n, w.in)
+		}
 		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
 			return err
 		}
@@ -184,6 +222,11 @@ func (w *worker) init() error {
 			if s.stage, err = hostFloats(b * per); err != nil {
 				return err
 			}
+			p, err := cudadrv.HostAlloc(b * per)
+			if err != nil {
+				return err
+			}
+			s.stageU8 = unsafe.Slice((*uint8)(p), b*per)
 		}
 		if s.out, err = hostFloats(b * net.classes); err != nil {
 			return err
@@ -201,18 +244,24 @@ func (w *worker) init() error {
 const blasWorkspace = 32 << 20
 
 // capture records the forward pass of every prepared batch size for every slot
-// into a CUDA graph, and uploads each graph to the device without running it.
+// and both input types (float32, uint8) into a CUDA graph, and uploads each
+// graph to the device without running it.
 func (w *worker) capture() error {
 	return withContext(w.dev, func() error {
-		w.graphs = make([]map[int]cudadrv.Exec, len(w.slots))
+		w.graphs = make([]map[captureKey]cudadrv.Exec, len(w.slots))
 		for i := range w.slots {
 			s := &w.slots[i]
-			w.graphs[i] = map[int]cudadrv.Exec{}
-			for _, n := range w.e.opts.Batches {
+			w.graphs[i] = map[captureKey]cudadrv.Exec{}
+			for _, k := range w.graphKeys() {
+				n := k.n
+				in := inputRef{f32: s.in}
+				if k.uint8 {
+					in.u8 = s.inU8
+				}
 				if err := cudadrv.BeginCapture(w.comp); err != nil {
 					return w.wrap("capture", err)
 				}
-				ferr := w.forward(w.e.plans.prepared(n), s.in, s.outDev)
+				ferr := w.forward(w.e.plans.prepared(n), in, s.outDev)
 				g, err := cudadrv.EndCapture(w.comp)
 				if err := errors.Join(ferr, err); err != nil {
 					return w.wrap(fmt.Sprintf("capture of batch %d", n), errors.Join(err, g.Destroy()))
@@ -221,7 +270,7 @@ func (w *worker) capture() error {
 				if err := errors.Join(err, g.Destroy()); err != nil {
 					return w.wrap("capture", errors.Join(err, exec.Destroy()))
 				}
-				w.graphs[i][n] = exec
+				w.graphs[i][k] = exec
 				if err := exec.Upload(w.comp); err != nil {
 					return w.wrap("graph upload", err)
 				}
@@ -229,6 +278,15 @@ func (w *worker) capture() error {
 		}
 		return w.wrap("graph upload", w.comp.Synchronize())
 	})
+}
+
+// graphKeys lists the forward passes capture records for each slot.
+func (w *worker) graphKeys() []captureKey {
+	var keys []captureKey
+	for _, n := range w.e.opts.Batches {
+		keys = append(keys, captureKey{n, false}, captureKey{n, true})
+	}
+	return keys
 }
 
 // allocWorkspace gives the worker n bytes of convolution workspace.
@@ -289,6 +347,9 @@ func (w *worker) close() error {
 					errs = append(errs, cudadrv.HostFree(unsafe.Pointer(&h[0])))
 				}
 			}
+			if len(s.stageU8) > 0 {
+				errs = append(errs, cudadrv.HostFree(unsafe.Pointer(&s.stageU8[0])))
+			}
 		}
 		w.slots = nil
 		for _, m := range w.graphs {
@@ -335,25 +396,56 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
 	}
 	s := &w.slots[slot]
+	total, err := countImages(w, parts)
+	if err != nil {
+		return err
+	}
+	s.n, s.uint8 = total, false
+	return enqueueCopyIn(w, s, parts, inputCopy[float32]{send: s.sendIn, stage: s.stage, staging: &s.staging, copier: w.e.copier})
+}
+
+// CopyInUint8 is CopyIn for uint8 images (backend.Uint8Worker): a quarter of
+// the bytes cross the bus, and Compute normalises them on the device with
+// Options.Normalization before the stem.
+func (w *worker) CopyInUint8(slot int, parts [][]uint8) error {
+	if slot < 0 || slot >= len(w.slots) {
+		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
+	}
+	s := &w.slots[slot]
+	total, err := countImages(w, parts)
+	if err != nil {
+		return err
+	}
+	s.n, s.uint8 = total, true
+	return enqueueCopyIn(w, s, parts, inputCopy[uint8]{send: s.sendU8, stage: s.stageU8, staging: &s.staging, copier: w.e.copier})
+}
+
+// countImages checks that parts hold whole images, 1 to MaxBatch of them, and
+// returns how many.
+func countImages[T float32 | uint8](w *worker, parts [][]T) (int, error) {
 	per := 3 * w.e.opts.Height * w.e.opts.Width
 	total := 0
 	for _, p := range parts {
 		if len(p)%per != 0 {
-			return fmt.Errorf("cuda: part of %d values is not whole %dx%dx3 images", len(p), w.e.opts.Height, w.e.opts.Width)
+			return 0, fmt.Errorf("cuda: part of %d values is not whole %dx%dx3 images", len(p), w.e.opts.Height, w.e.opts.Width)
 		}
 		total += len(p)
 	}
 	if total == 0 || total > w.e.opts.MaxBatch*per {
-		return fmt.Errorf("cuda: %d images, want 1 to %d", total/per, w.e.opts.MaxBatch)
+		return 0, fmt.Errorf("cuda: %d images, want 1 to %d", total/per, w.e.opts.MaxBatch)
 	}
-	s.n = total / per
+	return total / per, nil
+}
+
+// enqueueCopyIn enqueues the copies of parts into slot s through c, between the
+// slot's copy-in events.
+func enqueueCopyIn[T float32 | uint8](w *worker, s *slot, parts [][]T, c inputCopy[T]) error {
 	if err := s.evIn0.Record(w.in); err != nil {
 		return w.wrap("copy-in", err)
 	}
-	c := inputCopy{send: s.sendIn, stage: s.stage, staging: &s.staging, copier: w.e.copier}
 	defer c.finish()
 	for _, p := range parts {
-		if err := c.add(p, w.e.opts.PinnedInput || w.e.pinned(p)); err != nil {
+		if err := c.add(p, w.e.opts.PinnedInput || w.e.pinned(asBytes(p))); err != nil {
 			return w.wrap("copy-in", err)
 		}
 	}
@@ -396,13 +488,13 @@ func (w *worker) Compute(slot, n int) error {
 // compute stream: one launch of the slot's graph for p.n when there is one
 // (graph is then true), else forward's library calls.
 func (w *worker) enqueueForward(slot int, p *plan) (graph bool, err error) {
+	s := &w.slots[slot]
 	if w.graphs != nil {
-		if g, ok := w.graphs[slot][p.n]; ok {
+		if g, ok := w.graphs[slot][captureKey{p.n, s.uint8}]; ok {
 			return true, g.Launch(w.comp)
 		}
 	}
-	s := &w.slots[slot]
-	return false, w.forward(p, s.in, s.outDev)
+	return false, w.forward(p, s.input(), s.outDev)
 }
 
 // timeForward measures the device's own time for the forward pass of p
@@ -419,7 +511,7 @@ func (w *worker) timeForward(p *plan) (time.Duration, error) {
 			if err != nil {
 				return err
 			}
-			err = errors.Join(s.evComp0.Record(w.comp), w.forward(p, s.in, s.outDev), s.evComp1.Record(w.comp))
+			err = errors.Join(s.evComp0.Record(w.comp), w.forward(p, inputRef{f32: s.in}, s.outDev), s.evComp1.Record(w.comp))
 			err = errors.Join(err, g.Open())
 			if serr := w.comp.Synchronize(); serr != nil {
 				return errors.Join(err, serr) // the gate may still be in use: leave it
@@ -487,9 +579,9 @@ func (w *worker) Wait(slot int) (backend.Times, error) {
 
 // forward enqueues the whole network for p.n images from in (device input) to
 // out (device logits) on the compute stream.
-func (w *worker) forward(p *plan, in, out uintptr) error {
+func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 	net, h := w.e.net, w.dnn
-	conv := func(l *convLayer, x, y, z uintptr) error {
+	run := func(l *convLayer, x, y, z uintptr) error {
 		c := &p.convs[l.index]
 		if c.graph != nil {
 			return w.runFused(p, l, x, y, z)
@@ -514,17 +606,27 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 		}
 		return h.AddTensor(1, l.bias, b, 1, c.y, y)
 	}
-	if net.transform {
-		if err := h.Transform(1, p.input, in, 0, p.convs[0].x, w.x); err != nil {
-			return fmt.Errorf("input conversion: %w", err)
+	conv := func(l *convLayer, x, y, z uintptr) error {
+		if err := run(l, x, y, z); err != nil {
+			return err
 		}
-		in = w.x
+		return w.markConv(p, l)
+	}
+	in, err := w.convertInput(p, src)
+	if err == nil {
+		err = w.markInput(src)
+	}
+	if err != nil {
+		return fmt.Errorf("input conversion: %w", err)
 	}
 	if err := conv(net.convs[0], in, w.stem, 0); err != nil {
 		return fmt.Errorf("stem: %w", err)
 	}
 	if err := h.Pool(net.maxPool, 1, p.stemOut, w.stem, 0, p.poolOut, w.act[0]); err != nil {
 		return fmt.Errorf("max-pool: %w", err)
+	}
+	if err := w.markLayer("max-pool", "cudnnPoolingForward max 3x3/2"); err != nil {
+		return err
 	}
 	cur := 0
 	for i, b := range net.blocks {
@@ -555,9 +657,15 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 	if err := h.Pool(net.avgPool, 1, p.last, w.act[cur], 0, p.gapOut, w.feat); err != nil {
 		return fmt.Errorf("average pool: %w", err)
 	}
+	if err := w.markLayer("average pool", "cudnnPoolingForward average"); err != nil {
+		return err
+	}
 	if w.featF != w.feat {
 		if err := h.Transform(1, p.gapOut, w.feat, 0, p.featF, w.featF); err != nil {
 			return fmt.Errorf("feature conversion: %w", err)
+		}
+		if err := w.markLayer("feature conversion", "cudnnTransformTensor half -> float"); err != nil {
+			return err
 		}
 	}
 	// logits^T (classes x n, column-major) = W (classes x feat) * feat^T.
@@ -565,8 +673,14 @@ func (w *worker) forward(p *plan, in, out uintptr) error {
 		w.dev.param(net.fcW), net.feat, w.featF, net.feat, 0, out, net.classes); err != nil {
 		return fmt.Errorf("classifier: %w", err)
 	}
+	if err := w.markLayer("classifier", "cublasSgemm"); err != nil {
+		return err
+	}
 	if err := h.AddTensor(1, net.fcBias, w.dev.param(net.fcB), 1, p.logits, out); err != nil {
 		return fmt.Errorf("classifier bias: %w", err)
+	}
+	if err := w.markLayer("classifier bias", "cudnnAddTensor"); err != nil {
+		return err
 	}
 	return nil
 }

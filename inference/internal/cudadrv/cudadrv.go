@@ -22,7 +22,8 @@ package cudadrv
 	X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
 	X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) \
 	X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphUpload) \
-	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)
+	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) \
+	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
 
 // One typed pointer per function (p_cuMemAlloc has cuMemAlloc_v2's type).
 #define DECLARE(f) static __typeof__(f) *p_##f;
@@ -100,6 +101,16 @@ static CUresult t_graph_upload(CUgraphExec e, CUstream s) { return CALL(cuGraphU
 static CUresult t_graph_launch(CUgraphExec e, CUstream s) { return CALL(cuGraphLaunch, e, s); }
 static CUresult t_graph_destroy(CUgraph g) { return CALL(cuGraphDestroy, g); }
 static CUresult t_exec_destroy(CUgraphExec e) { return CALL(cuGraphExecDestroy, e); }
+
+static CUresult t_module_load(CUmodule *m, const void *image) { return CALL(cuModuleLoadData, m, image); }
+static CUresult t_module_unload(CUmodule m) { return CALL(cuModuleUnload, m); }
+static CUresult t_module_function(CUfunction *f, CUmodule m, const char *name) { return CALL(cuModuleGetFunction, f, m, name); }
+// t_launch passes the kernel's parameters as one packed buffer (the extra
+// argument's CU_LAUNCH_PARAM_BUFFER_POINTER), laid out as the kernel declares them.
+static CUresult t_launch(CUfunction f, unsigned gx, unsigned bx, unsigned shmem, CUstream s, void *params, size_t size) {
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+	return CALL(cuLaunchKernel, f, gx, 1, 1, bx, 1, 1, shmem, s, 0, extra);
+}
 
 // A gate is a host function enqueued on a stream that returns only when the
 // host opens it (or after a time limit), so the work enqueued behind it starts
@@ -567,4 +578,54 @@ func (g *Gate) Open() error {
 func (g *Gate) Free() {
 	C.free(unsafe.Pointer(g.g))
 	g.g = nil
+}
+
+// Module is code loaded into the context current when it was loaded.
+type Module struct{ m C.CUmodule }
+
+// LoadModule loads image (PTX text, compiled by the driver for the current
+// device, or a cubin) into the current context (cuModuleLoadData).
+func LoadModule(image []byte) (Module, error) {
+	// The driver reads PTX up to a NUL: hand it a terminated copy in C memory.
+	buf := C.CBytes(append(image[:len(image):len(image)], 0))
+	defer C.free(buf)
+	var m C.CUmodule
+	if err := check(C.t_module_load(&m, buf)); err != nil {
+		return Module{}, fmt.Errorf("cudadrv: load module: %w", err)
+	}
+	return Module{m}, nil
+}
+
+// IsZero reports whether m is the zero Module.
+func (m Module) IsZero() bool { return m.m == nil }
+
+// Unload unloads the module; its functions must not be launched again.
+func (m Module) Unload() error { return check(C.t_module_unload(m.m)) }
+
+// Function is a kernel of a loaded module.
+type Function struct{ f C.CUfunction }
+
+// Function returns the kernel named name (its extern "C" name).
+func (m Module) Function(name string) (Function, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var f C.CUfunction
+	if err := check(C.t_module_function(&f, m.m, cs)); err != nil {
+		return Function{}, fmt.Errorf("cudadrv: kernel %s: %w", name, err)
+	}
+	return Function{f}, nil
+}
+
+// Launch enqueues f on s with a one-dimensional grid of blocks blocks of
+// threads threads and shared bytes of dynamic shared memory. params are the
+// kernel's parameters packed as it declares them (each at its alignment); the
+// driver copies them at the call. A launch on a capturing stream is recorded
+// into the graph.
+func (f Function) Launch(s Stream, blocks, threads, shared int, params []byte) error {
+	if len(params) == 0 {
+		return errors.New("cudadrv: launch: no parameters")
+	}
+	p := C.CBytes(params)
+	defer C.free(p)
+	return check(C.t_launch(f.f, C.uint(blocks), C.uint(threads), C.uint(shared), s.s, p, C.size_t(len(params))))
 }

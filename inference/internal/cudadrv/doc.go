@@ -8,7 +8,8 @@
 //     into one table (a missing symbol is an Init error, never a crash later) and
 //     calls cuInit, once per process. No package init touches the driver.
 //  2. Devices, primary contexts, streams, events, device and pinned host memory,
-//     copies, stream capture into CUDA graphs and stream gates are small typed
+//     copies, stream capture into CUDA graphs, stream gates and kernels loaded
+//     from PTX (LoadModule, Function.Launch) are small typed
 //     wrappers; each calls the driver through a static C trampoline, and each
 //     CUresult other than success becomes a Result error on the line it is
 //     returned.
