@@ -12,6 +12,8 @@ import (
 type batch struct {
 	calls []*Call
 	parts [][]float32 // the calls' inputs, in order: what CopyIn reads
+	bytes [][]uint8   // the same for uint8 calls: what CopyInUint8 reads
+	uint8 bool        // the calls are uint8 (a batch holds one datatype)
 	n     int         // images
 	slot  int         // the worker slot it runs in
 
@@ -25,8 +27,25 @@ type batch struct {
 // add appends c to b.
 func (b *batch) add(c *Call) {
 	b.calls = append(b.calls, c)
-	b.parts = append(b.parts, c.in)
+	b.uint8 = c.bytes != nil
+	if b.uint8 {
+		b.bytes = append(b.bytes, c.bytes)
+	} else {
+		b.parts = append(b.parts, c.in)
+	}
 	b.n += c.n
+}
+
+// fits reports whether c may join b: same datatype (CopyIn takes one).
+func (b *batch) fits(c *Call) bool { return len(b.calls) == 0 || (c.bytes != nil) == b.uint8 }
+
+// startCopyIn starts b's copy-in into slot of w (CopyInUint8 for uint8 batches,
+// whose calls the server admitted as uint8 only when w is a Uint8Worker).
+func (b *batch) startCopyIn(w backend.Worker, slot int) error {
+	if b.uint8 {
+		return w.(backend.Uint8Worker).CopyInUint8(slot, b.bytes)
+	}
+	return w.CopyIn(slot, b.parts)
 }
 
 // keep keeps the calls for which f is true (in order) and recomputes parts
@@ -42,9 +61,14 @@ func (b *batch) keep(f func(c *Call) bool) bool {
 		clear(b.calls[len(kept):])
 		b.calls = kept
 		clear(b.parts)
-		b.parts, b.n = b.parts[:0], 0
+		clear(b.bytes)
+		b.parts, b.bytes, b.n = b.parts[:0], b.bytes[:0], 0
 		for _, c := range kept {
-			b.parts = append(b.parts, c.in)
+			if b.uint8 {
+				b.bytes = append(b.bytes, c.bytes)
+			} else {
+				b.parts = append(b.parts, c.in)
+			}
 			b.n += c.n
 		}
 	}
@@ -71,6 +95,7 @@ func (p *batchPool) get() *batch {
 func (p *batchPool) put(b *batch) {
 	clear(b.calls)
 	clear(b.parts)
-	*b = batch{calls: b.calls[:0], parts: b.parts[:0], traced: b.traced[:0]}
+	clear(b.bytes)
+	*b = batch{calls: b.calls[:0], parts: b.parts[:0], bytes: b.bytes[:0], traced: b.traced[:0]}
 	p.p.Put(b)
 }

@@ -8,7 +8,9 @@ import (
 // batcher merges queued requests into batches for the workers (dynamic
 // batching). A batch is sent when it reaches MaxBatch images or one of
 // PreferredBatches, when the next request would not fit, or when its first
-// request has waited MaxQueueDelay. A request is never split.
+// request has waited MaxQueueDelay. A request is never split, and a batch
+// holds requests of one input datatype (the next of another type starts the
+// next batch).
 //
 // The batcher owns the calls it has taken from the queue until a worker
 // receives their batch: when the server closes, or the last worker leaves
@@ -48,7 +50,7 @@ func (m batcher) run() {
 					timer.Stop()
 					m.abandon(b, carry, why)
 					return
-				case b.n+c.n > cfg.MaxBatch:
+				case b.n+c.n > cfg.MaxBatch || !b.fits(c):
 					carry = c
 					break fill
 				}

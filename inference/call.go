@@ -9,7 +9,8 @@ import (
 
 // Request is one inference request.
 type Request struct {
-	// Input is the batch, [n, 3, H, W] float32, NCHW. The server reads it
+	// Input is the batch, [n, 3, H, W] NCHW, float32 or uint8 (see
+	// Tensor.Datatype). The server reads it
 	// until the call is answered (a call that Close answers early: until
 	// Close returns); the caller must not change it before then. Infer
 	// returns only once the server no longer reads it.
@@ -55,7 +56,8 @@ func (t *Timing) Latency() time.Duration { return t.Done.Sub(t.Sent) }
 type Call struct {
 	ctx    context.Context
 	cancel context.CancelFunc // of the deadline context, when the request has a timeout
-	in     []float32          // Request.Input.Data
+	in     []float32          // Request.Input.Data (float32 input, or uint8 input widened on the host)
+	bytes  []uint8            // Request.Input.Bytes, for a back-end that normalises uint8 on the device
 	n      int                // images
 	done   chan struct{}
 

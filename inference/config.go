@@ -122,6 +122,11 @@ type Config struct {
 	// measuring (see backend.Options): "" is the back-end's default file, "off"
 	// keeps none, anything else is a file path; a fresh path forces a cold start.
 	AlgoCache string
+	// Normalization maps Uint8 inputs to the model's float input, per
+	// channel; zero means ImageNet. A back-end whose workers are
+	// backend.Uint8Workers (cuda) normalises on the device, others get the
+	// input normalised on the host at Submit.
+	Normalization Normalization
 
 	// MaxQueue bounds the requests waiting for a worker; 0 means
 	// DefaultMaxQueue. At most 2^20.
@@ -149,9 +154,13 @@ type Config struct {
 }
 
 // withDefaults returns c with zero fields filled, or an error for invalid ones.
+// (Normalization is checked against the model's channels by New.)
 func (c Config) withDefaults() (Config, error) {
 	if c.BackendName == "" {
 		c.BackendName = DefaultBackend
+	}
+	if c.Normalization.IsZero() {
+		c.Normalization = ImageNet
 	}
 	if c.Backend != nil {
 		c.BackendName = c.Backend.Name()
@@ -224,6 +233,11 @@ func (c Config) withDefaults() (Config, error) {
 // exceed limitValues (MaxBatch, Height and Width are within their limits, so
 // their product does not overflow).
 func (c Config) checkBatchValues(channels int) error {
+	if !c.Normalization.IsZero() {
+		if err := c.Normalization.Check(channels); err != nil {
+			return fmt.Errorf("inference: Config.Normalization: %w", err)
+		}
+	}
 	if channels < 1 || c.MaxBatch*c.Height*c.Width > limitValues/channels {
 		return fmt.Errorf("inference: Config.MaxBatch x channels x Height x Width = %d x %d x %d x %d values, want at most %d",
 			c.MaxBatch, channels, c.Height, c.Width, limitValues)

@@ -110,7 +110,7 @@ func (o *overlapWorker) copyInStage() {
 		}
 		b.slot = int(slot)
 		t0 := time.Now()
-		if !o.step(b, "copy-in", func() error { return o.w.CopyIn(int(slot), b.parts) }) {
+		if !o.step(b, "copy-in", func() error { return b.startCopyIn(o.w, int(slot)) }) {
 			o.unstage(slot)
 			continue
 		}

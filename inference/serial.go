@@ -48,7 +48,7 @@ func (w serialWorker) run() {
 // runBatch runs the four steps of b on slot 0, timing each on the wall clock.
 func (w serialWorker) runBatch(b *batch) error {
 	t0 := time.Now()
-	if err := guard("copy-in", func() error { return w.w.CopyIn(0, b.parts) }); err != nil {
+	if err := guard("copy-in", func() error { return b.startCopyIn(w.w, 0) }); err != nil {
 		return err
 	}
 	t1 := time.Now()

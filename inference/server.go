@@ -22,6 +22,11 @@ type Server struct {
 	lanes   []*lane // one per worker
 	geom    geometry
 	classes int
+	// deviceUint8 says every worker is a backend.Uint8Worker: uint8 inputs
+	// go to the device as bytes. Otherwise Submit normalises them on the host
+	// with table (Config.Normalization).
+	deviceUint8 bool
+	table       [][256]float32
 	warm    Warmup
 	info    backend.Info
 
@@ -113,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
 		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
 		Precision: cfg.Precision, Graphs: cfg.Graphs, Convs: cfg.Convs, Devices: cfg.Devices, Batches: cfg.Batches,
-		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache,
+		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache, Normalization: cfg.Normalization,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inference: opening %s back-end: %w", be.Name(), err)
@@ -122,6 +127,15 @@ func New(cfg Config) (*Server, error) {
 	s.info = s.eng.Info()
 	s.warm.Parts = s.info.Setup
 	s.workers = s.eng.Workers()
+	s.deviceUint8 = true
+	for _, w := range s.workers {
+		if _, ok := w.(backend.Uint8Worker); !ok {
+			s.deviceUint8 = false
+		}
+	}
+	if !s.deviceUint8 {
+		s.table = cfg.Normalization.Table()
+	}
 	if len(s.workers) != cfg.Workers {
 		s.eng.Close()
 		return nil, fmt.Errorf("inference: %s back-end made %d workers, want %d", be.Name(), len(s.workers), cfg.Workers)
@@ -301,6 +315,14 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 		return nil, err
 	}
 	c := &Call{ctx: ctx, in: req.Input.Data, n: n, done: make(chan struct{})}
+	if req.Input.Datatype == Uint8 {
+		if s.deviceUint8 {
+			c.in, c.bytes = nil, req.Input.Bytes
+		} else {
+			c.in = make([]float32, len(req.Input.Bytes))
+			backend.Widen(c.in, req.Input.Bytes, s.table, s.geom.height*s.geom.width)
+		}
+	}
 	c.resp.Logits.Data = req.Logits
 	c.resp.Timing.Sent, c.resp.Timing.Admitted = sent, now
 	c.resp.Timing.ID = s.ids.Add(1)

@@ -4,14 +4,69 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// Tensor is a dense float32 tensor in row-major order. Inputs are [n, 3, H, W]
-// (NCHW); logits are [n, classes].
+// Tensor is a dense tensor in row-major order. Inputs are [n, 3, H, W]
+// (NCHW), float32 in Data, or image bytes in Bytes when Datatype is Uint8;
+// logits are [n, classes] float32.
 type Tensor struct {
 	Shape []int
 	Data  []float32
+	// Datatype says which of Data and Bytes holds the values; the zero value
+	// is Float32 (Data).
+	Datatype Datatype
+	Bytes    []uint8
+}
+
+// Datatype is the element type of an input Tensor.
+type Datatype int
+
+const (
+	// Float32 inputs are the model's input as is (Tensor.Data).
+	Float32 Datatype = iota
+	// Uint8 inputs are image bytes 0..255 (Tensor.Bytes), normalised per
+	// channel with Config.Normalization: on the device when the back-end can
+	// (cuda), on the host at Submit otherwise.
+	Uint8
+)
+
+// String returns "fp32" or "uint8".
+func (d Datatype) String() string {
+	switch d {
+	case Float32:
+		return "fp32"
+	case Uint8:
+		return "uint8"
+	}
+	return fmt.Sprintf("Datatype(%d)", int(d))
+}
+
+// ParseDatatype is the inverse of Datatype.String.
+func ParseDatatype(s string) (Datatype, error) {
+	switch s {
+	case "fp32":
+		return Float32, nil
+	case "uint8":
+		return Uint8, nil
+	}
+	return 0, fmt.Errorf("inference: unknown input datatype %q (want fp32 or uint8)", s)
+}
+
+// Normalization maps uint8 images to the model's float input (see
+// backend.Normalization).
+type Normalization = backend.Normalization
+
+// ImageNet is torchvision's normalisation for ImageNet-trained models.
+var ImageNet = backend.ImageNet
+
+// values is the number of input elements t holds.
+func (t *Tensor) values() int {
+	if t.Datatype == Uint8 {
+		return len(t.Bytes)
+	}
+	return len(t.Data)
 }
 
 // NewInput returns a zeroed input tensor of n images of DefaultChannels x h x w.
@@ -29,7 +84,10 @@ type geometry struct {
 // check returns an *InputError for an input the server cannot take (see
 // InputError.Field for the order of the checks).
 func (g *geometry) check(in *Tensor) error {
-	if in.Shape == nil && in.Data == nil {
+	if in.Datatype != Float32 && in.Datatype != Uint8 {
+		return &InputError{Field: "datatype", Want: "fp32 or uint8", Got: in.Datatype.String()}
+	}
+	if in.Shape == nil && in.Data == nil && in.Bytes == nil {
 		return &InputError{Field: "input", Want: fmt.Sprintf("[n,%d,%d,%d] float32 tensor", g.channels, g.height, g.width), Got: "nil"}
 	}
 	if len(in.Shape) != 4 {
@@ -51,10 +109,10 @@ func (g *geometry) check(in *Tensor) error {
 	if n < 1 || n > g.maxBatch {
 		return &InputError{Field: "batch", Want: fmt.Sprintf("1..%d", g.maxBatch), Got: fmt.Sprint(n)}
 	}
-	if want := n * c * h * w; len(in.Data) != want {
-		return &InputError{Field: "data", Want: fmt.Sprintf("%d values for shape %v", want, in.Shape), Got: fmt.Sprintf("%d values", len(in.Data))}
+	if want := n * c * h * w; in.values() != want {
+		return &InputError{Field: "data", Want: fmt.Sprintf("%d values for shape %v", want, in.Shape), Got: fmt.Sprintf("%d values", in.values())}
 	}
-	if g.rejectNonFinite {
+	if g.rejectNonFinite && in.Datatype == Float32 {
 		for i, v := range in.Data {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return &InputError{Field: "value", Want: "finite values", Got: fmt.Sprintf("%v at index %d", v, i)}
