@@ -226,6 +226,11 @@ func (s *Server) Info() backend.Info { return s.info }
 // Config returns the server's configuration with defaults filled in.
 func (s *Server) Config() Config { return s.cfg }
 
+// Uint8OnDevice reports whether uint8 inputs reach the back-end as bytes,
+// normalised on the device with Config.Normalization (every worker is a
+// backend.Uint8Worker); otherwise Submit normalises them on the host.
+func (s *Server) Uint8OnDevice() bool { return s.deviceUint8 }
+
 // Classes is the number of logits per image.
 func (s *Server) Classes() int { return s.classes }
 

@@ -1,7 +1,9 @@
 // Package nop is a zero-cost back-end: its "model" copies the first Classes input
 // values of every image to that image's logits and does nothing else. It measures
 // what the server itself costs per request, and lets tests check that every
-// response carries its own request's data.
+// response carries its own request's data. Its workers take uint8 input too
+// (backend.Uint8Worker), as a GPU back-end does, normalising only the values
+// they copy.
 //
 // Importing the package registers the back-end as "nop" (backend.Register).
 package nop
@@ -41,7 +43,8 @@ func (nopBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	}
 	e := &engine{}
 	for i := 0; i < opts.Workers; i++ {
-		w := &worker{img: img, classes: classes, slots: make([]slot, opts.Slots)}
+		w := &worker{img: img, classes: classes, slots: make([]slot, opts.Slots),
+			plane: opts.Height * opts.Width, table: opts.Normalization.Table()}
 		for s := range w.slots {
 			w.slots[s].out = make([]float32, opts.MaxBatch*classes)
 		}
@@ -72,12 +75,16 @@ func (e *engine) Close() error              { return nil }
 
 type slot struct {
 	parts [][]float32
+	bytes [][]uint8 // uint8 input, when uint8 is set
+	uint8 bool
 	out   []float32
 }
 
 type worker struct {
 	img, classes int
 	slots        []slot
+	plane        int            // pixels per image channel
+	table        [][256]float32 // Options.Normalization, per channel
 }
 
 func (w *worker) Bind() (func(), error)  { return func() {}, nil }
@@ -90,15 +97,44 @@ func (w *worker) Wait(int) (backend.Times, error) { return backend.Times{}, nil 
 
 func (w *worker) CopyIn(s int, parts [][]float32) error {
 	w.slots[s].parts = append(w.slots[s].parts[:0], parts...)
+	w.slots[s].uint8 = false
+	return nil
+}
+
+// CopyInUint8 keeps the uint8 parts for Compute (backend.Uint8Worker).
+func (w *worker) CopyInUint8(s int, parts [][]uint8) error {
+	w.slots[s].bytes = append(w.slots[s].bytes[:0], parts...)
+	w.slots[s].uint8 = true
 	return nil
 }
 
 func (w *worker) Compute(s, n int) error {
 	sl := &w.slots[s]
+	if sl.uint8 {
+		return w.computeUint8(sl, n)
+	}
 	i := 0
 	for _, p := range sl.parts {
 		for off := 0; off+w.img <= len(p) && i < n; off += w.img {
 			copy(sl.out[i*w.classes:(i+1)*w.classes], p[off:off+w.classes])
+			i++
+		}
+	}
+	if i != n {
+		return fmt.Errorf("nop: slot holds %d images, asked to compute %d", i, n)
+	}
+	return nil
+}
+
+// computeUint8 is Compute for uint8 input: each logit is the normalised
+// value of the image's byte (backend.Normalization's arithmetic).
+func (w *worker) computeUint8(sl *slot, n int) error {
+	i := 0
+	for _, p := range sl.bytes {
+		for off := 0; off+w.img <= len(p) && i < n; off += w.img {
+			for k := range w.classes {
+				sl.out[i*w.classes+k] = w.table[(k/w.plane)%len(w.table)][p[off+k]]
+			}
 			i++
 		}
 	}

@@ -2,10 +2,11 @@ package protocol
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"unsafe"
 
+	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/half"
 )
 
@@ -33,43 +34,14 @@ func elemSize(datatype string) int {
 
 // Normalization maps UINT8 images to the model's float input, per channel:
 // x = (v/255 - Mean[c]) / Std[c], as torchvision's ToTensor and Normalize do
-// (in float32).
-type Normalization struct {
-	Mean, Std []float32
-}
+// (in float32, step by step), so the logits equal those of images
+// normalised by torchvision on the host. It is the server's type
+// (inference.Normalization): the front door, the server's host widening and
+// the cuda back-end's kernel compute the same values.
+type Normalization = inference.Normalization
 
 // ImageNet is torchvision's normalisation for ImageNet-trained models.
-var ImageNet = Normalization{Mean: []float32{0.485, 0.456, 0.406}, Std: []float32{0.229, 0.224, 0.225}}
-
-// check reports whether n has one mean and one non-zero std per channel.
-func (n Normalization) check(channels int) error {
-	if len(n.Mean) != channels || len(n.Std) != channels {
-		return fmt.Errorf("protocol: UINT8 normalisation has %d means and %d stds for %d channels", len(n.Mean), len(n.Std), channels)
-	}
-	for _, s := range n.Std {
-		if s == 0 || math.IsNaN(float64(s)) {
-			return fmt.Errorf("protocol: UINT8 normalisation std %v", n.Std)
-		}
-	}
-	return nil
-}
-
-// lut returns, per channel, the float input of every UINT8 value:
-// (v/255 - Mean[c]) / Std[c] in float32 arithmetic, step by step, as
-// torchvision's ToTensor (a float32 division by 255) and Normalize (float32
-// subtraction, then division) compute it, so the logits equal those of
-// images normalised by torchvision on the host.
-func (n Normalization) lut() [][256]float32 {
-	t := make([][256]float32, len(n.Mean))
-	for c := range t {
-		for v := range t[c] {
-			x := float32(v) / 255
-			x -= n.Mean[c]
-			t[c][v] = x / n.Std[c]
-		}
-	}
-	return t
-}
+var ImageNet = inference.ImageNet
 
 // widen converts the little-endian elements of datatype in src to float32 in
 // dst (len(dst) elements; src holds exactly as many). UINT8 images [n,C,H,W]
@@ -89,12 +61,7 @@ func widen(dst []float32, src []byte, datatype string, lut [][256]float32, plane
 			dst[i] = half.ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case UINT8:
-		for off := 0; off < len(dst); off += plane {
-			t := &lut[(off/plane)%len(lut)]
-			for i, v := range src[off : off+plane] {
-				dst[off+i] = t[v]
-			}
-		}
+		backend.Widen(dst, src[:len(dst)], lut, plane)
 	}
 }
 

@@ -45,7 +45,7 @@ func FuzzParseData(f *testing.F) {
 			dt = UINT8
 		}
 		dst := make([]float32, 4)
-		lut := ImageNet.lut()
+		lut := ImageNet.Table()
 		if err := parseData(data, dt, shape, dst, lut[:1], 2); err == nil {
 			// A success stored exactly the four values: parse them again
 			// into a larger buffer, which must fail (count mismatch).

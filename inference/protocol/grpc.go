@@ -189,9 +189,17 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			return nil, err
 		}
 	} else {
-		if haveLent {
+		switch {
+		case haveLent:
 			in, usedLent = lent, true
-		} else {
+			doneIn = func(bool) { m.inputs.put(in) }
+		case raw && t.GetDatatype() == UINT8 && m.uint8Device:
+			// The decoded message's bytes (Go memory of their own, see
+			// inferCodec: only FP32 raw input is decoded into the pool) go to
+			// the server as they are.
+			in = inference.Tensor{Shape: []int{n, m.channels, m.height, m.width}, Datatype: inference.Uint8, Bytes: r.GetRawInputContents()[0]}
+			doneIn = func(bool) {}
+		default:
 			if in, err = m.inputs.get(ctx, n, m.imageValues()); err != nil {
 				return nil, err
 			}
@@ -200,8 +208,8 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			} else {
 				m.fillTyped(in, t)
 			}
+			doneIn = func(bool) { m.inputs.put(in) }
 		}
-		doneIn = func(bool) { m.inputs.put(in) }
 	}
 	logits, doneOut, err := s.output(m, n, outShm)
 	if err != nil {

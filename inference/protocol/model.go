@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
@@ -25,6 +26,10 @@ type Model struct {
 	// Input geometry [n, channels, height, width] and logits per image.
 	channels, height, width, classes, maxBatch int
 	lut                                        [][256]float32 // UINT8 normalisation, per channel
+	// uint8Device says UINT8 binary inputs go to the server as bytes, to be
+	// normalised on the device: the server can (Server.Uint8OnDevice) with
+	// the model's normalisation.
+	uint8Device bool
 	inputs                                     *inputPool
 }
 
@@ -34,7 +39,10 @@ type ModelConfig struct {
 	// "resnet18" and "1".
 	Name, Version string
 	// Normalization maps UINT8 inputs to the model's float input; zero means
-	// ImageNet.
+	// ImageNet. When it is the server's Config.Normalization and the server
+	// normalises uint8 on the device (Server.Uint8OnDevice), UINT8 inputs
+	// sent as binary data (HTTP binary, gRPC raw, shared memory) go to the
+	// server as bytes; otherwise they are normalised here, on the host.
 	Normalization Normalization
 	// InflightBytes bounds the bytes of input tensors held by requests being
 	// decoded or served (float32 after widening); zero means
@@ -67,13 +75,14 @@ func NewModel(srv *inference.Server, cfg ModelConfig) (*Model, error) {
 	if err := srv.FreeInput(probe); err != nil {
 		return nil, err
 	}
-	if err := cfg.Normalization.check(channels); err != nil {
-		return nil, err
+	if err := cfg.Normalization.Check(channels); err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
 	}
 	m := &Model{
 		name: cfg.Name, version: cfg.Version, srv: srv,
 		channels: channels, height: sc.Height, width: sc.Width, classes: srv.Classes(), maxBatch: sc.MaxBatch,
-		lut: cfg.Normalization.lut(),
+		lut:         cfg.Normalization.Table(),
+		uint8Device: srv.Uint8OnDevice() && slices.Equal(cfg.Normalization.Mean, sc.Normalization.Mean) && slices.Equal(cfg.Normalization.Std, sc.Normalization.Std),
 	}
 	limit := cfg.InflightBytes
 	if limit <= 0 {

@@ -9,8 +9,9 @@ import (
 // shmInput returns the input of n images of datatype that ref names, and the
 // request's done function (see Model.run). FP32 data is used in place: the
 // tensor is a float32 view of the region, which the request holds until the
-// server has answered. FP16 and UINT8 data are widened into a buffer from the
-// pool, and the region is let go at once.
+// server has answered; so is UINT8 data when the server normalises it on the
+// device (Model.uint8Device), as a uint8 tensor. FP16 and other UINT8 data are
+// widened into a buffer from the pool, and the region is let go at once.
 func (s *Service) shmInput(ctx context.Context, m *Model, name, datatype string, n int, ref *shmRef) (inference.Tensor, func(bool), error) {
 	where := "input " + name
 	want := int64(m.byteSize(n, datatype))
@@ -25,6 +26,9 @@ func (s *Service) shmInput(ctx context.Context, m *Model, name, datatype string,
 	b, reg, err := s.shm.acquire(where, ref, want, true, 1)
 	if err != nil {
 		return inference.Tensor{}, nil, err
+	}
+	if datatype == UINT8 && m.uint8Device {
+		return inference.Tensor{Shape: shape, Datatype: inference.Uint8, Bytes: b}, s.shm.releaser(m.srv, reg), nil
 	}
 	defer s.shm.release(reg)
 	in, err := m.inputs.get(ctx, n, m.imageValues())
