@@ -27,8 +27,8 @@ type Server struct {
 	// with table (Config.Normalization).
 	deviceUint8 bool
 	table       [][256]float32
-	warm    Warmup
-	info    backend.Info
+	warm        Warmup
+	info        backend.Info
 
 	queue   *requestQueue
 	batches chan *batch   // merged batches, when dynamic batching is on

@@ -30,7 +30,7 @@ type Model struct {
 	// normalised on the device: the server can (Server.Uint8OnDevice) with
 	// the model's normalisation.
 	uint8Device bool
-	inputs                                     *inputPool
+	inputs      *inputPool
 }
 
 // ModelConfig names a served model and bounds its front door's memory.
