@@ -66,11 +66,12 @@ type slot struct {
 	stageU8 []uint8
 	sendU8  func(off int, src unsafe.Pointer, n int) error
 	uint8   bool
-	outDev  uintptr   // device logits
-	out     []float32 // pinned host logits
-	n       int       // images copied in
-	ran     int       // the batch size the last Compute ran at
-	graph   bool      // the last Compute was a graph launch
+
+	outDev uintptr   // device logits
+	out    []float32 // pinned host logits
+	n      int       // images copied in
+	ran    int       // the batch size the last Compute ran at
+	graph  bool      // the last Compute was a graph launch
 
 	// Events: copy-in start/end, compute start/end, copy-out start/end, and
 	// evEnq, recorded on the device's idle stream once the host has enqueued
