@@ -86,15 +86,20 @@ type point struct {
 	pipe, prec, graphs string
 	devices            int
 	remote             bool
+	input              string // -input: "fp32" or "uint8"; "" when -input was not given (float32, no input= in names)
 }
 
 // name is the point's part of a sub-benchmark name.
 func (p point) name() string {
+	in := ""
+	if p.input != "" {
+		in = "/input=" + p.input
+	}
 	if p.remote {
-		return fmt.Sprintf("batch=%d", p.batch)
+		return fmt.Sprintf("batch=%d", p.batch) + in
 	}
 	return fmt.Sprintf("backend=%s/batch=%d/workers=%d/pipeline=%s/precision=%s/graphs=%s/devices=%d",
-		p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
+		p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices) + in
 }
 
 // points returns every configuration of the matrix, batches(be) giving the
@@ -103,7 +108,9 @@ func (c *suiteConfig) points(batches func(be string) []int) []point {
 	var out []point
 	if len(c.targets) > 0 {
 		for _, batch := range batches("target") {
-			out = append(out, point{batch: batch, workers: 1, remote: true})
+			for _, in := range c.inputsOrNone() {
+				out = append(out, point{batch: batch, workers: 1, remote: true, input: in})
+			}
 		}
 		return out
 	}
@@ -114,7 +121,9 @@ func (c *suiteConfig) points(batches func(be string) []int) []point {
 					for _, prec := range c.precisionsFor(be) {
 						for _, graphs := range c.graphs {
 							for _, devices := range c.devices {
-								out = append(out, point{be: be, batch: batch, workers: workers, pipe: pipe, prec: prec, graphs: graphs, devices: devices})
+								for _, in := range c.inputsOrNone() {
+									out = append(out, point{be: be, batch: batch, workers: workers, pipe: pipe, prec: prec, graphs: graphs, devices: devices, input: in})
+								}
 							}
 						}
 					}
@@ -177,6 +186,7 @@ func BenchmarkServer(b *testing.B) {
 							}
 						}
 						sb := subBenchFor(b.Name()+"/"+name, cfg)
+						sb.input = p.input
 						if tr != inproc {
 							sb.wire = &wireSpec{transport: tr, servers: servers, p: p}
 							if load == loadgen.Closed {
@@ -223,6 +233,10 @@ func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra f
 		rng := rand.New(rand.NewPCG(suite.flags.seed, 99))
 		for i := range in.Data {
 			in.Data[i] = float32(rng.NormFloat64())
+		}
+		if sb.input == "uint8" {
+			// Bytes in the first quarter of the same (on cuda: pinned) memory.
+			in = inference.Tensor{Shape: in.Shape, Datatype: inference.Uint8, Bytes: randomBytes(floatBytes(in.Data)[:len(in.Data)], suite.flags.seed)}
 		}
 		rs.target = serverTarget{s: s, in: in, log: log}
 		view, warm, peakRSS = inprocView{s}, warmupInfo{known: true, Warmup: s.Warmup()}, sb.peakRSS
@@ -319,6 +333,7 @@ func BenchmarkScenario(b *testing.B) {
 					b.Fatal(err)
 				}
 				sb := subBenchFor(b.Name()+"/"+name, cfg)
+				sb.input = p.input
 				b.Run(name, func(b *testing.B) {
 					runServer(b, sb, p.batch, sc.Load(r, suite.flags.seed), func(m *measurement) []figure {
 						o := sc.Judge(&m.final, p.batch, suite.slo)

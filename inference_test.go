@@ -318,10 +318,11 @@ func gatedServer(t testing.TB, g *gated, cfg inference.Config) *inference.Server
 
 func TestConfigReachesBackend(t *testing.T) {
 	g := &gated{}
+	norm := inference.Normalization{Mean: []float32{0.1, 0.2, 0.3}, Std: []float32{0.4, 0.5, 0.6}}
 	gatedServer(t, g, inference.Config{Workers: 3, Pipeline: inference.Overlap, MaxBatch: 8, Batches: []int{2, 8},
-		Precision: inference.FP16, Graphs: true, Devices: []int{0}, PinnedInput: true})
+		Precision: inference.FP16, Graphs: true, Devices: []int{0}, PinnedInput: true, Normalization: norm})
 	assert.Equal(t, backend.Options{Workers: 3, Slots: 3, MaxBatch: 8, Height: 32, Width: 32, Pipeline: backend.Overlap,
-		Precision: backend.FP16, Graphs: true, Devices: []int{0}, Batches: []int{2, 8}, PinnedInput: true}, g.opts)
+		Precision: backend.FP16, Graphs: true, Devices: []int{0}, Batches: []int{2, 8}, PinnedInput: true, Normalization: norm}, g.opts)
 }
 
 func TestShutdownDrainsAcceptedRequests(t *testing.T) {

@@ -39,6 +39,7 @@ type suiteFlags struct {
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, modelName, servers                                  string
+	inputs                                                                    string
 	targets                                                                   targetList
 
 	fs *flag.FlagSet // where they were registered
@@ -91,6 +92,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
 	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port, repeated or comma-separated (several are driven at once, least outstanding requests first)")
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
+	fs.StringVar(&f.inputs, "input", "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
 	fs.StringVar(&f.servers, "servers", "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
@@ -109,6 +111,7 @@ type suiteConfig struct {
 	workers    []int    // nil: 1,2
 	pipelines  []string
 	precisions []string // nil: per back-end default
+	inputs     []string // nil: -input not given (float32, no input= in names)
 	graphs     []string
 	devices    []int
 	loads      []loadgen.Mode
@@ -192,6 +195,12 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if _, err := backend.ParseConvs(f.convs); err != nil {
 		return nil, badFlag("convs", f.convs, "want graph or legacy")
+	}
+	if c.inputs, err = oneOf("input", f.inputs, "fp32", "uint8"); err != nil {
+		return nil, err
+	}
+	if f.isSet("input") && len(c.inputs) == 0 {
+		return nil, badFlag("input", f.inputs, "give at least one of fp32, uint8")
 	}
 	if len(c.pipelines) == 0 || len(c.graphs) == 0 {
 		return nil, errors.New("-pipelines and -graphs need at least one value each")
@@ -539,6 +548,15 @@ func (c *suiteConfig) workerCounts() []int {
 		return c.workers
 	}
 	return []int{1, 2}
+}
+
+// inputsOrNone returns the -input datatypes, or one "" (float32, unnamed)
+// when the flag was not given.
+func (c *suiteConfig) inputsOrNone() []string {
+	if c.inputs == nil {
+		return []string{""}
+	}
+	return c.inputs
 }
 
 // precisionsFor returns the precisions for back-end be.

@@ -101,11 +101,15 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 	for i := range data {
 		data[i] = float32(rng.NormFloat64())
 	}
+	in := client.FP32(f.model.input, shape, data)
+	if spec.p.input == "uint8" { // the in-process input's bytes
+		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), suite.flags.seed)}
+	}
 	if !shmTransport(spec.transport) {
-		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{client.FP32(f.model.input, shape, data)}}
+		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{in}}
 		return f, nil
 	}
-	f.shm, err = newSHMSet(ctx, f, shape, data)
+	f.shm, err = newSHMSet(ctx, f, in)
 	return f, err
 }
 
@@ -356,7 +360,8 @@ var shmSeq atomic.Uint64
 const shmOutputBudget = 256 << 20
 
 // newSHMSet creates and registers f's regions.
-func newSHMSet(ctx context.Context, f *fleet, shape []int64, data []float32) (*shmSet, error) {
+func newSHMSet(ctx context.Context, f *fleet, in client.Tensor) (*shmSet, error) {
+	shape, data := in.Shape, in.Data
 	batch := int(shape[0])
 	outBytes, err := f.model.outputBytes(batch)
 	if err != nil {
@@ -368,16 +373,14 @@ func newSHMSet(ctx context.Context, f *fleet, shape []int64, data []float32) (*s
 	}
 	base := fmt.Sprintf("inferbench-suite-%d-%d", os.Getpid(), shmSeq.Add(1))
 	s := &shmSet{inName: base + "-in", outName: base + "-out", slots: slotPool{n: slots}}
-	if s.in, err = client.CreateSharedMemory("/"+s.inName, 4*len(data)); err != nil {
+	if s.in, err = client.CreateSharedMemory("/"+s.inName, len(data)); err != nil {
 		return nil, err
 	}
 	if s.out, err = client.CreateSharedMemory("/"+s.outName, int(outBytes)*slots); err != nil {
 		s.in.Close()
 		return nil, err
 	}
-	if err := s.in.PutFloat32s(0, data); err != nil {
-		return s, err
-	}
+	copy(s.in.Bytes(), data)
 	for i, c := range f.clients {
 		for _, r := range []*client.SharedMemoryObject{s.in, s.out} {
 			name := strings.TrimPrefix(r.Key(), "/")
@@ -387,10 +390,10 @@ func newSHMSet(ctx context.Context, f *fleet, shape []int64, data []float32) (*s
 		}
 	}
 	f.shm = s // so that close unregisters what was registered
-	inRegion := &client.Region{Name: s.inName, ByteSize: int64(4 * len(data))}
+	inRegion := &client.Region{Name: s.inName, ByteSize: int64(len(data))}
 	for k := range slots {
 		req := &client.InferRequest{Model: f.model.name, OutputRegions: map[string]client.Region{},
-			Inputs: []client.Tensor{{Name: f.model.input, Datatype: "FP32", Shape: shape, Region: inRegion}}}
+			Inputs: []client.Tensor{{Name: f.model.input, Datatype: in.Datatype, Shape: shape, Region: inRegion}}}
 		off := int64(k) * outBytes
 		for _, o := range f.model.outputs {
 			n := o.bytesPerImage * int64(batch)

@@ -86,6 +86,7 @@ type subBench struct {
 	run       int        // -count runs started, from 1
 	peakReset bool       // the peak RSS was reset before the run's server was built
 	last      *exportRun // the latest call's figures, exported when the run ends
+	input     string     // the point's input datatype (point.input)
 }
 
 var subBenches struct {
