@@ -89,7 +89,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
 	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "system shared memory: regions clients may have registered (and mapped) at once; 0 turns the extension off")
 	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "system shared memory: total bytes of those regions at most")
-	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std")
+	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std (on the GPU with -backend cuda, else on the host)")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
 	fs.StringVar(&f.logFormat, "log", "text", "log format: text or json")
 	fs.IntVar(&f.gcPercent, "gc-percent", protocol.DefaultGCPercent, "Go garbage collector target (GOGC) unless the GOGC environment variable is set: the front door allocates per request, and a higher target trades memory for CPU (-1: off)")
@@ -196,6 +196,7 @@ func (f *serveFlags) check() error {
 	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
 		return err
 	}
+	f.cfg.Normalization = f.norm // the server's too: the cuda back-end normalises UINT8 on the GPU
 	if f.gcPercent < -1 {
 		return fmt.Errorf("-gc-percent %d: must be -1 (off) or at least 0", f.gcPercent)
 	}

@@ -9,11 +9,11 @@ import (
 
 // matrix is a set of benchmark configurations: the cross product of its
 // dimensions. Each dimension is passed to the suite as a comma-separated list
-// flag of the same name; an empty one (transports, unless set) is not
-// passed, so the suite's default applies.
+// flag of the same name; an empty one (inputs and transports, unless set) is
+// not passed, so the suite's default applies.
 type matrix struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads []string
-	transports                                                                []string
+	inputs, transports                                                        []string
 	benchtime                                                                 string // default -test.benchtime (requests per run), e.g. 100x
 	doc                                                                       string
 }
@@ -48,6 +48,13 @@ var matrices = map[string]matrix{
 		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"burst", "closed", "open"},
 		benchtime: "200x",
 	},
+	"inputs": {
+		doc:      "one fast GPU setting with uint8 input (normalised on the GPU) and float32 input, burst",
+		backends: []string{"cuda"}, batches: []string{"32", "256"},
+		workers: []string{"2"}, pipelines: []string{"overlap"},
+		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, inputs: []string{"fp32", "uint8"},
+		loads: []string{"burst"}, benchtime: "200x",
+	},
 	"transports": {
 		doc:      "one fast GPU setting in process and over every wire transport, closed loop (give -- -serve-bin where Go is missing)",
 		backends: []string{"cuda"}, batches: []string{"1", "32", "256"},
@@ -70,7 +77,7 @@ func (m *matrix) dims() []struct {
 	}{
 		{"backends", &m.backends}, {"batches", &m.batches}, {"workers", &m.workers},
 		{"pipelines", &m.pipelines}, {"precisions", &m.precisions}, {"graphs", &m.graphs},
-		{"devices", &m.devices}, {"loads", &m.loads}, {"transports", &m.transports},
+		{"devices", &m.devices}, {"input", &m.inputs}, {"loads", &m.loads}, {"transports", &m.transports},
 	}
 }
 
