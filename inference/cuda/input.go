@@ -9,7 +9,7 @@ package cuda
 //   - uint8 input is normalised by this package's kernel into w.x (fp16 or
 //     TF32 networks: NHWC) or into the slot's float buffer src.f32 (fp32:
 //     NCHW);
-//   - float32 input is converted to w.x by the kernel (identity arithmetic)
+//   - float32 input is converted to w.x by the kernel (a plain conversion)
 //     when useInputKernel is set, else by cudnnTransformTensor, or read where
 //     it is when the network takes fp32 NCHW.
 func (w *worker) convertInput(p *plan, src inputRef) (uintptr, error) {

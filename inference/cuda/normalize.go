@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
@@ -23,11 +24,12 @@ import (
 //go:embed normalize.ptx
 var normalizePTX []byte
 
-// maxChannels is MAXC of kernels/normalize.cu.
-const maxChannels = 4
-
-// convThreads is the threads per block of a conversion launch.
-const convThreads = 256
+// convThreads is the threads per block of a conversion launch, and
+// maxConvBlocks the most blocks (each thread then converts several pixels).
+const (
+	convThreads   = 256
+	maxConvBlocks = 2048
+)
 
 // kernelName is the kernel that converts NCHW input of the given kind (uint8
 // bytes, or float32 values) to the network's input tensor, or "" when float32
@@ -51,84 +53,88 @@ func kernelName(uint8In bool, f cudnn.Format, dt cudnn.DataType) string {
 	return "norm_" + in + "_" + layout + "_" + out
 }
 
-// conversion is one loaded conversion kernel and the per-channel constants
-// it is launched with.
+// conversion is one loaded conversion kernel and what it is launched with.
 type conversion struct {
-	fn        cudadrv.Function
-	mean, std [maxChannels]float32
-	div       float32
-	channels  int
-	plane     int // pixels per image
+	fn    cudadrv.Function
+	table uintptr // uint8: the device copy of the normalisation table
+	plane int     // pixels per image
 }
 
 // inputKernels is the conversion kernels' module on one device, loaded in
-// its context; u8 converts uint8 input, f32 float32 input (its function is
-// zero when the network reads float32 input as it is).
+// its context, and the uint8 table: u8 converts uint8 input, f32 float32
+// input (when f32Apply: the network needs a conversion).
 type inputKernels struct {
 	mod      cudadrv.Module
+	table    uintptr // 3 x 256 float32, backend.Normalization.Table
 	u8, f32  conversion
-	f32Apply bool // f32 is loaded
+	f32Apply bool
 }
 
 // loadInputKernels loads the conversion kernels for net into the current
-// context, with norm (checked) for uint8 input and the identity for float32.
-func loadInputKernels(net *network, norm backend.Normalization, height, width int) (*inputKernels, error) {
+// context and uploads norm's table (checked) for uint8 input.
+func loadInputKernels(net *network, norm backend.Normalization, height, width int) (k *inputKernels, err error) {
 	const channels = 3
 	if err := norm.Check(channels); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	mod, err := cudadrv.LoadModule(normalizePTX)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: input kernels: %w", err)
+	k = &inputKernels{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(fmt.Errorf("cuda: input kernels: %w", err), k.unload())
+			k = nil
+		}
+	}()
+	if k.mod, err = cudadrv.LoadModule(normalizePTX); err != nil {
+		return k, err
 	}
-	k := &inputKernels{mod: mod}
-	fail := func(err error) (*inputKernels, error) {
-		return nil, errors.Join(fmt.Errorf("cuda: input kernels: %w", err), mod.Unload())
+	table := norm.Table()
+	bytes := int(unsafe.Sizeof(table[0])) * len(table)
+	if k.table, err = cudadrv.MemAlloc(bytes); err != nil {
+		return k, err
 	}
-	k.u8 = conversion{div: 255, channels: channels, plane: height * width}
-	copy(k.u8.mean[:], norm.Mean)
-	copy(k.u8.std[:], norm.Std)
-	if k.u8.fn, err = mod.Function(kernelName(true, net.format, net.dataType)); err != nil {
-		return fail(err)
+	if err = cudadrv.MemcpyHtoD(k.table, unsafe.Pointer(&table[0]), bytes); err != nil {
+		return k, err
+	}
+	plane := height * width
+	k.u8 = conversion{table: k.table, plane: plane}
+	if k.u8.fn, err = k.mod.Function(kernelName(true, net.format, net.dataType)); err != nil {
+		return k, err
 	}
 	if name := kernelName(false, net.format, net.dataType); name != "" {
-		k.f32 = conversion{div: 1, channels: channels, plane: height * width}
-		for c := range channels {
-			k.f32.std[c] = 1
-		}
-		if k.f32.fn, err = mod.Function(name); err != nil {
-			return fail(err)
+		k.f32 = conversion{plane: plane}
+		if k.f32.fn, err = k.mod.Function(name); err != nil {
+			return k, err
 		}
 		k.f32Apply = true
 	}
 	return k, nil
 }
 
-// unload unloads the module (in the context it was loaded in).
+// unload frees the table and unloads the module (in the context they were
+// made in).
 func (k *inputKernels) unload() error {
-	if k == nil || k.mod.IsZero() {
+	if k == nil {
 		return nil
 	}
-	err := k.mod.Unload()
-	k.mod = cudadrv.Module{}
-	return err
+	var errs []error
+	if k.table != 0 {
+		errs = append(errs, cudadrv.MemFree(k.table))
+		k.table = 0
+	}
+	if !k.mod.IsZero() {
+		errs = append(errs, k.mod.Unload())
+		k.mod = cudadrv.Module{}
+	}
+	return errors.Join(errs...)
 }
 
 // params packs the kernel's parameters for n images from x to y: two
-// pointers, then struct norm_params (mean[4], std[4], div, channels, plane,
-// pixels), 64 bytes.
+// pointers, then struct conv_params (table pointer, plane, pixels), 32 bytes.
 func (c *conversion) params(x, y uintptr, n int) []byte {
-	b := make([]byte, 0, 64)
+	b := make([]byte, 0, 32)
 	b = binary.LittleEndian.AppendUint64(b, uint64(x))
 	b = binary.LittleEndian.AppendUint64(b, uint64(y))
-	for _, v := range c.mean {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	for _, v := range c.std {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(c.div))
-	b = binary.LittleEndian.AppendUint32(b, uint32(c.channels))
+	b = binary.LittleEndian.AppendUint64(b, uint64(c.table))
 	b = binary.LittleEndian.AppendUint32(b, uint32(c.plane))
 	b = binary.LittleEndian.AppendUint32(b, uint32(n*c.plane))
 	return b
@@ -137,9 +143,9 @@ func (c *conversion) params(x, y uintptr, n int) []byte {
 // launch enqueues the conversion of n images from x to y on s.
 func (c *conversion) launch(s cudadrv.Stream, x, y uintptr, n int) error {
 	pixels := n * c.plane
-	if pixels <= 0 || pixels > math.MaxInt32 {
+	if pixels <= 0 || pixels > math.MaxInt32-convThreads*maxConvBlocks {
 		return fmt.Errorf("cuda: input conversion of %d pixels", pixels)
 	}
-	blocks := (pixels + convThreads - 1) / convThreads
+	blocks := min((pixels+convThreads-1)/convThreads, maxConvBlocks)
 	return c.fn.Launch(s, blocks, convThreads, 0, c.params(x, y, n))
 }
