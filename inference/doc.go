@@ -5,9 +5,12 @@
 // The request path:
 //
 //  1. A client calls Submit (asynchronous, returns a *Call) or Infer
-//     (synchronous) with a batch [n, 3, H, W] float32 and a context. The request
-//     is stamped with its intended send time (Request.Sent; under open-loop load
-//     the scheduled time), from which latency is measured.
+//     (synchronous) with a batch [n, 3, H, W] (float32, or uint8 image bytes
+//     normalised with Config.Normalization: on the device by back-ends whose
+//     workers are backend.Uint8Workers, on the host at Submit otherwise) and a
+//     context. The request is stamped with its intended send time
+//     (Request.Sent; under open-loop load the scheduled time), from which
+//     latency is measured.
 //  2. Admission: shape, size and (optionally) finiteness are checked, and a bad
 //     request gets an *InputError naming what was expected and what came. A
 //     request whose deadline has already passed is refused. The request then

@@ -28,8 +28,9 @@ import (
 //  2. A request that names the region holds a reference to it from decoding
 //     until the server answered it (and no longer reads the input or writes
 //     the logits). An FP32 input is used in place: Request.Input.Data is a
-//     float32 view of the mapping, never copied by the front door; FP16 and
-//     UINT8 inputs are widened into a pooled buffer. The logits are written
+//     float32 view of the mapping, never copied by the front door; so is a
+//     UINT8 input, as bytes, when the server normalises on the device; FP16
+//     and other UINT8 inputs are widened into a pooled buffer. The logits are written
 //     into the output region through Request.Logits, a view of it.
 //  3. Unregister removes the name at once, so no new request can use the
 //     region; the mapping is undone (unregistered from the back-end, then
