@@ -159,6 +159,9 @@ func convStep(l *convLayer, c *convPlan) (shape, call string) {
 	if int(c.algo) >= 0 && int(c.algo) < len(algoNames) {
 		algo = algoNames[c.algo]
 	}
+	if c.graph != nil {
+		return shape, fmt.Sprintf("cudnnBackendExecute fused graph, engine %d (heuristics rank %d)", c.graph.engine, c.graph.rank)
+	}
 	if c.fused {
 		return shape, "cudnnConvolutionBiasActivationForward " + algo
 	}

@@ -24,7 +24,7 @@ import (
 //
 //	go test -c -tags cuda -o cuda.test ./inference/cuda
 //	./cuda.test -test.run '^TestProfile$' -profile profile.md \
-//	    -profile-batches 256,32 -profile-precision fp16 -profile-input fp32,uint8
+//	    -profile-batches 256,32 -profile-precision fp16 -profile-input fp32,uint8 -profile-convs legacy
 var (
 	profileOut       = flag.String("profile", "", "write the per-layer GPU time of one forward pass as a markdown table to this file")
 	profileBatches   = flag.String("profile-batches", "256,32", "batch sizes to profile")
@@ -32,6 +32,7 @@ var (
 	profileInputs    = flag.String("profile-input", "fp32,uint8", "input datatypes to profile (fp32, uint8)")
 	profilePasses    = flag.Int("profile-passes", 21, "passes measured per table (each step's median is reported)")
 	profileSize      = flag.Int("profile-size", 250, "image height and width")
+	profileConvs     = flag.String("profile-convs", "legacy", "convolutions to profile: legacy or graph (backend.Convs)")
 )
 
 // TestProfile writes the per-step device time of the forward pass (see
@@ -43,6 +44,8 @@ func TestProfile(t *testing.T) {
 	}
 	requireGPU(t)
 	prec, err := backend.ParsePrecision(*profilePrecision)
+	require.NoError(t, err)
+	convs, err := backend.ParseConvs(*profileConvs)
 	require.NoError(t, err)
 	var batches []int
 	for _, s := range strings.Split(*profileBatches, ",") {
@@ -68,7 +71,7 @@ func TestProfile(t *testing.T) {
 		maxBatch = max(maxBatch, n)
 	}
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: maxBatch, Height: *profileSize, Width: *profileSize,
-		Precision: prec, Batches: batches})
+		Precision: prec, Convs: convs, Batches: batches})
 	require.NoError(t, err)
 	defer e.Close()
 	w := e.(*engine).workers[0]
@@ -82,18 +85,18 @@ func TestProfile(t *testing.T) {
 	}
 	f, err := os.Create(*profileOut)
 	require.NoError(t, err)
-	writeProfiles(f, e.Info().Config, prec, *profileSize, profiles)
+	writeProfiles(f, e.Info().Config, prec, convs, *profileSize, profiles)
 	require.NoError(t, f.Close())
 }
 
 // writeProfiles writes profiles as markdown: what was measured, then one table
 // per profile.
-func writeProfiles(out io.Writer, config []backend.KV, prec backend.Precision, size int, profiles []*Profile) {
+func writeProfiles(out io.Writer, config []backend.KV, prec backend.Precision, convs backend.Convs, size int, profiles []*Profile) {
 	fmt.Fprintf(out, "# Per-layer GPU time of the ResNet-18 forward pass\n\n")
 	for _, kv := range config {
 		fmt.Fprintf(out, "- %s: %s\n", kv.Key, kv.Value)
 	}
-	fmt.Fprintf(out, "- precision: %s, input %dx%d, seeded ResNet-18\n", prec, size, size)
+	fmt.Fprintf(out, "- precision: %s, convolutions: %s, input %dx%d, seeded ResNet-18\n", prec, convs, size, size)
 	fmt.Fprintf(out, "- measured: %s\n\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "Each pass runs as library calls (no CUDA graph) on one stream, held behind a gate until the host has\n"+
 		"enqueued all of it, with a CUDA event recorded after every step. A step's time is the device time between\n"+
