@@ -52,7 +52,16 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if f.convs != backend.ConvsLegacy.String() {
 		lines = append(lines, backend.KV{Key: "convs", Value: f.convs})
 	}
-	return lines
+	return append(lines, c.grpcConnsLine()...)
+}
+
+// grpcConnsLine is the grpc-conns line, only when the suite opens more than
+// one connection per gRPC server (every earlier result used one).
+func (c *suiteConfig) grpcConnsLine() []backend.KV {
+	if c.flags.grpcConns == 1 {
+		return nil
+	}
+	return []backend.KV{{Key: "grpc-conns", Value: strconv.Itoa(c.flags.grpcConns)}}
 }
 
 // targetLines are the config lines of a run against -target servers: what
@@ -66,14 +75,14 @@ func (c *suiteConfig) targetLines() []backend.KV {
 	if c.remote != nil {
 		kv = append(kv, backend.KV{Key: "server", Value: c.remote.server})
 	}
-	return append(kv,
+	return append(append(kv,
 		backend.KV{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
 		backend.KV{Key: "model", Value: c.flags.modelName},
 		backend.KV{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
 		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},
 		backend.KV{Key: "window", Value: c.windowLine()},
-	)
+	), c.grpcConnsLine()...)
 }
 
 // windowLine describes the measurement windows: "off", or their minimum

@@ -36,6 +36,7 @@ type suiteFlags struct {
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
+	grpcConns                                                                 int
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, modelName, servers                                  string
@@ -87,6 +88,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.windowRequests, "window-requests", 50, "windows: responses each window holds at least")
 	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
+	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, requests spread over them in turn (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
 	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory) (default inproc; with -target, the URL's scheme)")
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
@@ -195,6 +197,9 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if _, err := backend.ParseConvs(f.convs); err != nil {
 		return nil, badFlag("convs", f.convs, "want graph or legacy")
+	}
+	if f.grpcConns < 1 || f.grpcConns > 64 {
+		return nil, badFlag("grpc-conns", strconv.Itoa(f.grpcConns), "connections per server must be 1 to 64")
 	}
 	if c.inputs, err = oneOf("input", f.inputs, "fp32", "uint8"); err != nil {
 		return nil, err

@@ -76,6 +76,7 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"trial", []string{"-trial", "0s"}, `-trial "0s": a capacity trial must last a positive time`},
 		{"window with benchtime", []string{"-window", "2s"}, `-window "2s": windows decide how many requests to send: run with -benchtime 1x (got -benchtime 100x)`},
 		{"max windows", []string{"-max-windows", "2"}, `-max-windows "2": at least 3 windows`},
+		{"grpc conns", []string{"-grpc-conns", "0"}, `-grpc-conns "0": connections per server must be 1 to 64`},
 		{"stability", []string{"-stability", "0"}, `-stability "0": the stability percentage must be positive`},
 		{"scenario", []string{"-scenarios", "Server,Batch"}, `-scenarios "Server,Batch": "Batch" is not one of SingleStream, MultiStream, Server, Offline`},
 		{"csv directory", []string{"-csv", missingDir}, `-csv "` + missingDir + `": the file's directory must exist`},
@@ -155,10 +156,18 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"constant.txt":  configText(t, line, "-model", "tiny", "-size", "64x64", "-poisson=false"),
 		"cold.txt":      configText(t, line, "-model", "tiny", "-size", "64x64", "-cold"),
 		"no-window.txt": configText(t, line, "-model", "tiny", "-size", "64x64", "-window", "0"),
+		"graph.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-convs", "graph"),
+		"legacy.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-convs", "legacy"),
+		"conns-4.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-grpc-conns", "4"),
+		"conns-1.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-grpc-conns", "1"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt"} {
+	// The defaults print no line, so results from before the flags existed
+	// share their table.
+	assert.Equal(t, tables["tiny.txt"], tables["legacy.txt"])
+	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,5 +118,47 @@ func TestModelStatisticsAgreeWithTheServer(t *testing.T) {
 			var e *client.Error
 			require.ErrorAs(t, err, &e)
 		})
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+func TestGRPCConnsSpreadInferOverConnections(t *testing.T) {
+	s := serve(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	counted := &countingListener{Listener: ln}
+	model, err := protocol.NewModel(s.srv, protocol.ModelConfig{})
+	require.NoError(t, err)
+	svc := protocol.New(model, protocol.Options{})
+	gs := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{})...)
+	svc.RegisterGRPC(gs)
+	go gs.Serve(counted)
+	t.Cleanup(func() { gs.Stop(); svc.Close() })
+
+	for _, tc := range []struct{ conns, want int32 }{{0, 1}, {1, 1}, {3, 3}} {
+		before := counted.accepted.Load()
+		c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: int(tc.conns)})
+		require.NoError(t, err)
+		for range 6 {
+			infer(t, c, 1)
+		}
+		// Other calls take the first connection: no new one.
+		_, err = c.ServerMetadata(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+		assert.Equal(t, tc.want, counted.accepted.Load()-before, "Conns %d: connections the server accepted", tc.conns)
 	}
 }

@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,12 +22,20 @@ type GRPCOptions struct {
 	// DialOptions are added to the client's own (plaintext, message sizes,
 	// flow-control windows sized for batch-sized messages).
 	DialOptions []grpc.DialOption
+	// Conns is how many HTTP/2 connections Infer spreads its calls over,
+	// in turn; every other call uses the first. One connection has one
+	// writer, which a few large requests in flight can keep busy. If Conns
+	// is 0, one connection is used.
+	Conns int
 }
 
-// GRPCClient calls a server's gRPC API over one HTTP/2 connection.
+// GRPCClient calls a server's gRPC API over one HTTP/2 connection, or
+// several for Infer (GRPCOptions.Conns). It is safe for concurrent use.
 type GRPCClient struct {
-	conn *grpc.ClientConn
-	api  v2pb.GRPCInferenceServiceClient
+	conns []*grpc.ClientConn
+	api   v2pb.GRPCInferenceServiceClient   // over conns[0]
+	infer []v2pb.GRPCInferenceServiceClient // one per connection
+	next  atomic.Uint64                     // Infer's turn
 }
 
 // NewGRPC returns a client of the server at target ("host:8001"). It
@@ -40,18 +50,31 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
 	}, opts.DialOptions...)
-	conn, err := grpc.NewClient(target, dial...)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	c := &GRPCClient{}
+	for range max(opts.Conns, 1) {
+		conn, err := grpc.NewClient(target, dial...)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		c.conns = append(c.conns, conn)
+		c.infer = append(c.infer, v2pb.NewGRPCInferenceServiceClient(conn))
 	}
-	return &GRPCClient{conn: conn, api: v2pb.NewGRPCInferenceServiceClient(conn)}, nil
+	c.api = c.infer[0]
+	return c, nil
 }
 
 // API is the generated stub, for calls this package does not wrap.
 func (c *GRPCClient) API() v2pb.GRPCInferenceServiceClient { return c.api }
 
-// Close closes the connection.
-func (c *GRPCClient) Close() error { return c.conn.Close() }
+// Close closes the connections.
+func (c *GRPCClient) Close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // grpcErr turns a status error into an *Error.
 func grpcErr(err error) error {
@@ -132,7 +155,7 @@ func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 		}
 		r.Outputs = append(r.Outputs, o)
 	}
-	resp, err := c.api.ModelInfer(ctx, r)
+	resp, err := c.infer[(c.next.Add(1)-1)%uint64(len(c.infer))].ModelInfer(ctx, r)
 	if err != nil {
 		return nil, grpcErr(err)
 	}
