@@ -393,15 +393,10 @@ func (w *worker) Output(slot int) []float32 { return w.slots[slot].out }
 // staging buffer (copied there by several goroutines when large); inputCopy
 // says how and why the result is right.
 func (w *worker) CopyIn(slot int, parts [][]float32) error {
-	if slot < 0 || slot >= len(w.slots) {
-		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
-	}
-	s := &w.slots[slot]
-	total, err := countImages(w, parts)
+	s, err := beginCopyIn(w, slot, parts, false)
 	if err != nil {
 		return err
 	}
-	s.n, s.uint8 = total, false
 	return enqueueCopyIn(w, s, parts, inputCopy[float32]{send: s.sendIn, stage: s.stage, staging: &s.staging, copier: w.e.copier})
 }
 
@@ -409,16 +404,26 @@ func (w *worker) CopyIn(slot int, parts [][]float32) error {
 // the bytes cross the bus, and Compute normalises them on the device with
 // Options.Normalization before the stem.
 func (w *worker) CopyInUint8(slot int, parts [][]uint8) error {
-	if slot < 0 || slot >= len(w.slots) {
-		return fmt.Errorf("cuda: slot %d of %d", slot, len(w.slots))
-	}
-	s := &w.slots[slot]
-	total, err := countImages(w, parts)
+	s, err := beginCopyIn(w, slot, parts, true)
 	if err != nil {
 		return err
 	}
-	s.n, s.uint8 = total, true
 	return enqueueCopyIn(w, s, parts, inputCopy[uint8]{send: s.sendU8, stage: s.stageU8, staging: &s.staging, copier: w.e.copier})
+}
+
+// beginCopyIn checks slot i and parts and records in the slot how many
+// images it is to hold and whether they are uint8.
+func beginCopyIn[T float32 | uint8](w *worker, i int, parts [][]T, isUint8 bool) (*slot, error) {
+	if i < 0 || i >= len(w.slots) {
+		return nil, fmt.Errorf("cuda: slot %d of %d", i, len(w.slots))
+	}
+	s := &w.slots[i]
+	total, err := countImages(w, parts)
+	if err != nil {
+		return nil, err
+	}
+	s.n, s.uint8 = total, isUint8
+	return s, nil
 }
 
 // countImages checks that parts hold whole images, 1 to MaxBatch of them, and
@@ -587,25 +592,10 @@ func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 		if c.graph != nil {
 			return w.runFused(p, l, x, y, z)
 		}
-		wt, b := w.dev.param(l.w), w.dev.param(l.b)
-		if c.fused {
-			act, alpha2, zp := net.identity, float32(0), y
-			if l.relu {
-				act = net.relu
-			}
-			if z != 0 {
-				alpha2, zp = 1, z
-			}
-			return h.ConvBiasActivation(1, c.x, x, l.filter, wt, c.conv, c.algo, w.ws, w.wsSize,
-				alpha2, c.y, zp, l.bias, b, act, c.y, y)
-		}
-		if l.relu || z != 0 {
+		if !c.fused && (l.relu || z != 0) {
 			return errors.New("unfused convolution with ReLU or residual")
 		}
-		if err := h.ConvForward(1, c.x, x, l.filter, wt, c.conv, c.algo, w.ws, w.wsSize, 0, c.y, y); err != nil {
-			return err
-		}
-		return h.AddTensor(1, l.bias, b, 1, c.y, y)
+		return w.legacyConv(l, c, choice{algo: c.algo, fused: c.fused}, x, y, z, w.ws, w.wsSize)
 	}
 	conv := func(l *convLayer, x, y, z uintptr) error {
 		if err := run(l, x, y, z); err != nil {
