@@ -49,6 +49,8 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes), codecOption()),
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
+		grpc.WithReadBufferSize(256 << 10),
+		grpc.WithWriteBufferSize(256 << 10),
 	}, opts.DialOptions...)
 	c := &GRPCClient{}
 	for range max(opts.Conns, 1) {

@@ -50,6 +50,13 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.InitialWindowSize(4 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
+		// Buffers of 256 KiB (gRPC's are 32 KiB) cut the system calls for a
+		// 750 KB batch-1 request: its p50 round trip fell by a quarter
+		// (BenchmarkTransport, nop). The write buffer goes back to a pool
+		// between writes, so an idle connection holds only the read one.
+		grpc.ReadBufferSize(256 << 10),
+		grpc.WriteBufferSize(256 << 10),
+		grpc.SharedWriteBuffer(true),
 		// Reuse a fixed set of goroutines for calls instead of one per call.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		s.codecOption(),
