@@ -80,7 +80,7 @@ tar -C "$P" -czf "$OUT/perf_analyzer.tgz" pa
 echo "== LoadGen"
 for sc in SingleStream Server Offline; do
 	python3 scripts/peers/loadgen_sut.py --url 127.0.0.1:8001 --scenario "$sc" --outdir "$P/loadgen/$sc" \
-		--server-qps "$SERVER_QPS" --latency-bound-ms "$BOUND_MS" --offline-qps "$OFFLINE_QPS" --batch-sample "$MAX_BATCH" --inflight 4 --duration-ms "$DURATION_MS"
+		--server-qps "$SERVER_QPS" --latency-bound-ms "$BOUND_MS" --offline-qps "$OFFLINE_QPS" --batch-sample "$MAX_BATCH" --inflight 8 --duration-ms "$DURATION_MS"
 done
 echo "== our suite, LoadGen's scenarios as loads (BenchmarkScenario's mapping; it does not take -target)"
 # SingleStream is batch=1/load=closed/concurrency=1 above; Server is an open
