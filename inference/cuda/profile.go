@@ -96,16 +96,7 @@ func (w *worker) profileForward(n int, uint8 bool, passes int) (*Profile, error)
 		var totals []time.Duration
 		for range passes {
 			pr.steps = pr.steps[:0]
-			g, err := cudadrv.HoldStream(w.comp)
-			if err != nil {
-				return err
-			}
-			err = errors.Join(pr.start.Record(w.comp), w.forward(p, in, s.outDev))
-			err = errors.Join(err, g.Open())
-			if serr := w.comp.Synchronize(); serr != nil {
-				return errors.Join(err, serr) // the gate may still be in use: leave it
-			}
-			g.Free()
+			err := w.gated(func() error { return errors.Join(pr.start.Record(w.comp), w.forward(p, in, s.outDev)) })
 			if err != nil {
 				return err
 			}

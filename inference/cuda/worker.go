@@ -503,6 +503,22 @@ func (w *worker) enqueueForward(slot int, p *plan) (graph bool, err error) {
 	return false, w.forward(p, s.input(), s.outDev)
 }
 
+// gated enqueues work on the compute stream behind a gate that opens only
+// once enqueue has returned, so the device runs the work back to back and
+// the host's enqueue time does not show in it, and waits for the stream.
+func (w *worker) gated(enqueue func() error) error {
+	g, err := cudadrv.HoldStream(w.comp)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(enqueue(), g.Open())
+	if serr := w.comp.Synchronize(); serr != nil {
+		return errors.Join(err, serr) // the gate may still be in use: leave it
+	}
+	g.Free()
+	return err
+}
+
 // timeForward measures the device's own time for the forward pass of p
 // (library calls, no graph) on slot 0: the compute stream is held back by a
 // gate until the host has enqueued the whole pass, so the device runs it back
@@ -513,16 +529,9 @@ func (w *worker) timeForward(p *plan) (time.Duration, error) {
 	s := &w.slots[0]
 	err := withContext(w.dev, func() error {
 		for i := range runs {
-			g, err := cudadrv.HoldStream(w.comp)
-			if err != nil {
-				return err
-			}
-			err = errors.Join(s.evComp0.Record(w.comp), w.forward(p, inputRef{f32: s.in}, s.outDev), s.evComp1.Record(w.comp))
-			err = errors.Join(err, g.Open())
-			if serr := w.comp.Synchronize(); serr != nil {
-				return errors.Join(err, serr) // the gate may still be in use: leave it
-			}
-			g.Free()
+			err := w.gated(func() error {
+				return errors.Join(s.evComp0.Record(w.comp), w.forward(p, inputRef{f32: s.in}, s.outDev), s.evComp1.Record(w.comp))
+			})
 			if err != nil {
 				return err
 			}
