@@ -132,6 +132,9 @@ func (e *engine) open() error {
 	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
 	cfg = append(cfg, e.plans.cache.config()...)
 	cfg = append(cfg, backend.KV{Key: "cuda-convs", Value: e.plans.convsConfig()})
+	if e.net.stemIn != 3 {
+		cfg = append(cfg, backend.KV{Key: "cuda-stem", Value: fmt.Sprintf("input padded to %d channels (%s=1)", e.net.stemIn, PadStemEnv)})
+	}
 	if e.calibrateErr != nil {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}

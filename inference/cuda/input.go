@@ -2,6 +2,8 @@
 
 package cuda
 
+import "fmt"
+
 // convertInput enqueues the conversion of the input of p.n images to the
 // network's input tensor on the compute stream, and returns where that tensor
 // is:
@@ -26,6 +28,9 @@ func (w *worker) convertInput(p *plan, src inputRef) (uintptr, error) {
 	}
 	if w.e.inputKernel && k.f32Apply {
 		return w.x, k.f32.launch(w.comp, src.f32, w.x, p.n)
+	}
+	if net.stemIn != 3 {
+		return 0, fmt.Errorf("the padded stem (%s) takes its input from the input kernel, not cudnnTransformTensor", PadStemEnv)
 	}
 	return w.x, w.dnn.Transform(1, p.input, src.f32, 0, p.convs[0].x, w.x)
 }

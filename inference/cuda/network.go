@@ -36,6 +36,7 @@ type network struct {
 	format                  cudnn.Format   // of activations and convolution weights
 	elem                    int            // bytes per activation value
 	transform               bool           // the NCHW float input is converted before the stem
+	stemIn                  int            // channels a pixel of the stem's input has: 3, or more when padded (stem.go)
 	math                    cudnn.MathType
 }
 
@@ -71,20 +72,6 @@ func (n *network) add(v []float32, fp16 bool) int {
 		n.params = append(n.params, 0)
 	}
 	return off
-}
-
-// ohwi reorders OIHW weights to OHWI, the layout of NHWC filters.
-func ohwi(c *resnet.FoldedConv) []float32 {
-	out := make([]float32, len(c.Weight))
-	kk := c.K * c.K
-	for o := 0; o < c.Out; o++ {
-		for i := 0; i < c.In; i++ {
-			for k := 0; k < kk; k++ {
-				out[(o*kk+k)*c.In+i] = c.Weight[(o*c.In+i)*kk+k]
-			}
-		}
-	}
-	return out
 }
 
 // layout returns the data type, tensor format and math type for precision p:
@@ -128,7 +115,12 @@ func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, 
 		n.convs = append(n.convs, l)
 		return l, nil
 	}
-	err := n.build(f, h, w, conv)
+	// The stem reads its input padded to stemIn channels (PadStemEnv): its
+	// weights for the extra channels are zero.
+	n.stemIn = stemChannels(padStem(), n.format == cudnn.NHWC, n.elem)
+	padded := *f
+	padded.Stem = *padInputChannels(&f.Stem, n.stemIn)
+	err := n.build(&padded, h, w, conv)
 	if err != nil {
 		n.destroy()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
@@ -32,20 +33,24 @@ const (
 )
 
 // kernelName is the kernel that converts NCHW input of the given kind (uint8
-// bytes, or float32 values) to the network's input tensor, or "" when float32
+// bytes, or float32 values) to the input tensor of net's stem (its format,
+// type and channels a pixel: 3, or 8 or 4 when padded), or "" when float32
 // input needs no conversion (an fp32 NCHW network reads it as it is).
-func kernelName(uint8In bool, f cudnn.Format, dt cudnn.DataType) string {
+func kernelName(uint8In bool, net *network) string {
 	in := "f32"
 	if uint8In {
 		in = "u8"
 	}
 	out := "f32"
-	if dt == cudnn.Half {
+	if net.dataType == cudnn.Half {
 		out = "f16"
 	}
 	layout := "nchw"
-	if f == cudnn.NHWC {
+	if net.format == cudnn.NHWC {
 		layout = "nhwc"
+		if net.stemIn != 3 {
+			layout += strconv.Itoa(net.stemIn)
+		}
 	}
 	if !uint8In && out == "f32" && layout == "nchw" {
 		return ""
@@ -97,10 +102,10 @@ func loadInputKernels(net *network, norm backend.Normalization, height, width in
 	}
 	plane := height * width
 	k.u8 = conversion{table: k.table, plane: plane}
-	if k.u8.fn, err = k.mod.Function(kernelName(true, net.format, net.dataType)); err != nil {
+	if k.u8.fn, err = k.mod.Function(kernelName(true, net)); err != nil {
 		return k, err
 	}
-	if name := kernelName(false, net.format, net.dataType); name != "" {
+	if name := kernelName(false, net); name != "" {
 		k.f32 = conversion{plane: plane}
 		if k.f32.fn, err = k.mod.Function(name); err != nil {
 			return k, err

@@ -196,11 +196,11 @@ func (w *worker) markInput(src inputRef) error {
 	shape := fmt.Sprintf("3x%dx%d", w.e.opts.Height, w.e.opts.Width)
 	switch {
 	case src.u8 != 0:
-		return w.mark("input", shape+" uint8 -> "+netInput(net), kernelName(true, net.format, net.dataType))
+		return w.mark("input", shape+" uint8 -> "+netInput(net), kernelName(true, net))
 	case !net.transform:
 		return w.mark("input", shape+" float NCHW, read as is", "none")
 	case w.e.inputKernel:
-		return w.mark("input", shape+" float NCHW -> "+netInput(net), kernelName(false, net.format, net.dataType))
+		return w.mark("input", shape+" float NCHW -> "+netInput(net), kernelName(false, net))
 	}
 	return w.mark("input", shape+" float NCHW -> "+netInput(net), "cudnnTransformTensor")
 }
