@@ -59,17 +59,12 @@ func (b *batch) keep(f func(c *Call) bool) bool {
 	}
 	if len(kept) != len(b.calls) {
 		clear(b.calls[len(kept):])
-		b.calls = kept
 		clear(b.parts)
 		clear(b.bytes)
-		b.parts, b.bytes, b.n = b.parts[:0], b.bytes[:0], 0
+		// add writes call i back where it was read from: kept is b.calls.
+		b.calls, b.parts, b.bytes, b.n = b.calls[:0], b.parts[:0], b.bytes[:0], 0
 		for _, c := range kept {
-			if b.uint8 {
-				b.bytes = append(b.bytes, c.bytes)
-			} else {
-				b.parts = append(b.parts, c.in)
-			}
-			b.n += c.n
+			b.add(c)
 		}
 	}
 	return len(kept) > 0
