@@ -200,7 +200,7 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 		case haveLent:
 			in, usedLent = lent, true
 			doneIn = func(bool) { m.inputs.put(in) }
-		case raw && t.GetDatatype() == UINT8 && m.uint8Device:
+		case raw && m.bytesToServer(t.GetDatatype()):
 			// The decoded message's bytes (Go memory of their own, see
 			// inferCodec: only FP32 raw input is decoded into the pool) go to
 			// the server as they are.

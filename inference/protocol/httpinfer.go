@@ -111,7 +111,7 @@ func (s *Service) input(ctx context.Context, body io.Reader, req *httpInfer, m *
 		m.inputs.put(in)
 		return inference.Tensor{}, nil, err
 	}
-	if req.binarySize >= 0 && req.in.Datatype == UINT8 && m.uint8Device {
+	if req.binarySize >= 0 && m.bytesToServer(req.in.Datatype) {
 		// fill read the bytes into the buffer's memory: serve them as uint8.
 		u8 := inference.Tensor{Shape: in.Shape, Datatype: inference.Uint8, Bytes: floatBytes(in.Data)[:req.binarySize]}
 		return u8, func(bool) { m.inputs.put(in) }, nil
@@ -231,7 +231,7 @@ func (s *Service) fill(body io.Reader, req *httpInfer, m *Model, in inference.Te
 	switch {
 	case dt == FP32 && hostLittleEndian:
 		_, err = io.ReadFull(body, floatBytes(in.Data))
-	case dt == UINT8 && m.uint8Device:
+	case m.bytesToServer(dt):
 		// The bytes go to the server as they are, in the pooled buffer's
 		// memory (see Service.input).
 		_, err = io.ReadFull(body, floatBytes(in.Data)[:req.binarySize])

@@ -33,6 +33,10 @@ type Model struct {
 	inputs      *inputPool
 }
 
+// bytesToServer reports whether binary input of datatype goes to the server
+// as uint8 bytes (normalised on the device) rather than widened here.
+func (m *Model) bytesToServer(datatype string) bool { return datatype == UINT8 && m.uint8Device }
+
 // ModelConfig names a served model and bounds its front door's memory.
 type ModelConfig struct {
 	// Name and Version are how clients address the model; "" means

@@ -27,7 +27,7 @@ func (s *Service) shmInput(ctx context.Context, m *Model, name, datatype string,
 	if err != nil {
 		return inference.Tensor{}, nil, err
 	}
-	if datatype == UINT8 && m.uint8Device {
+	if m.bytesToServer(datatype) {
 		return inference.Tensor{Shape: shape, Datatype: inference.Uint8, Bytes: b}, s.shm.releaser(m.srv, reg), nil
 	}
 	defer s.shm.release(reg)
