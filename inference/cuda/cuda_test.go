@@ -69,6 +69,11 @@ func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 	times := runTimed(t, e, parts, n)
 	assert.True(t, times.Valid)
 	assert.Positive(t, times.Compute)
+	return logitsOf(e, n)
+}
+
+// logitsOf copies the logits of the n images slot 0 of worker 0 last ran.
+func logitsOf(e backend.Engine, n int) []float32 {
 	w := e.Workers()[0]
 	return append([]float32(nil), w.Output(0)[:n*len(w.Output(0))/e.(*engine).opts.MaxBatch]...)
 }
@@ -76,11 +81,18 @@ func run(t testing.TB, e backend.Engine, parts [][]float32, n int) []float32 {
 // runTimed pushes one batch through slot 0 of worker 0 and returns its times.
 func runTimed(t testing.TB, e backend.Engine, parts [][]float32, n int) backend.Times {
 	t.Helper()
+	return runBatch(t, e, n, func(w backend.Worker) error { return w.CopyIn(0, parts) })
+}
+
+// runBatch pushes n images through slot 0 of worker 0, copied in by copyIn,
+// and returns the batch's times.
+func runBatch(t testing.TB, e backend.Engine, n int, copyIn func(backend.Worker) error) backend.Times {
+	t.Helper()
 	w := e.Workers()[0]
 	release, err := w.Bind()
 	require.NoError(t, err)
 	defer release()
-	require.NoError(t, w.CopyIn(0, parts))
+	require.NoError(t, copyIn(w))
 	require.NoError(t, w.Compute(0, n))
 	require.NoError(t, w.CopyOut(0, n))
 	times, err := w.Wait(0)

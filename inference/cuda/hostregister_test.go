@@ -18,17 +18,8 @@ import (
 // device-timed copy-in.
 func copyIn(t *testing.T, e *engine, parts [][]float32, n int) ([]float32, backend.Times) {
 	t.Helper()
-	w := e.Workers()[0]
-	release, err := w.Bind()
-	require.NoError(t, err)
-	defer release()
-	require.NoError(t, w.CopyIn(0, parts))
-	require.NoError(t, w.Compute(0, n))
-	require.NoError(t, w.CopyOut(0, n))
-	times, err := w.Wait(0)
-	require.NoError(t, err)
-	classes := len(w.Output(0)) / e.opts.MaxBatch
-	return append([]float32(nil), w.Output(0)[:n*classes]...), times
+	times := runTimed(t, e, parts, n)
+	return logitsOf(e, n), times
 }
 
 // TestRegisterHost page-locks a shared mapping (as the front door does with

@@ -39,17 +39,8 @@ func hostNormalised(x []uint8, norm backend.Normalization, h, w int) []float32 {
 // and returns the logits.
 func runUint8(t testing.TB, e backend.Engine, x []uint8, n int) []float32 {
 	t.Helper()
-	w := e.Workers()[0].(backend.Uint8Worker)
-	release, err := w.Bind()
-	require.NoError(t, err)
-	defer release()
-	require.NoError(t, w.CopyInUint8(0, [][]uint8{x}))
-	require.NoError(t, w.Compute(0, n))
-	require.NoError(t, w.CopyOut(0, n))
-	_, err = w.Wait(0)
-	require.NoError(t, err)
-	classes := len(w.Output(0)) / e.(*engine).opts.MaxBatch
-	return append([]float32(nil), w.Output(0)[:n*classes]...)
+	runBatch(t, e, n, func(w backend.Worker) error { return w.(backend.Uint8Worker).CopyInUint8(0, [][]uint8{x}) })
+	return logitsOf(e, n)
 }
 
 // TestInputKernelBits checks the conversion kernels value by value: uint8
