@@ -81,6 +81,17 @@ func (o *object) readFloats(off, n int) []float32 {
 	return v
 }
 
+// oneImageRegions makes objects /in (one image) and /out (its logits) in
+// dir and registers them with c as regions "in" and "out".
+func oneImageRegions(t *testing.T, c client.SharedMemory, dir string) (in, out *object) {
+	t.Helper()
+	in, out = newObject(t, dir, "/in", imageBytes), newObject(t, dir, "/out", 4*classes)
+	ctx := context.Background()
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
+	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	return in, out
+}
+
 // shmClients are the two transports' clients with their shared-memory API.
 type shmClient interface {
 	client.Client
@@ -142,12 +153,8 @@ func TestSharedMemoryInferenceEqualsInProcessBitForBit(t *testing.T) {
 // perf_analyzer) refuses an output whose parameters lack binary_data_size.
 func TestHTTPSharedMemoryOutputAnswerNamesNoParameters(t *testing.T) {
 	f, dir := shmFixture(t, fixtureOpts{})
-	newObject(t, dir, "/in", imageBytes)
-	out := newObject(t, dir, "/out", 4*classes)
 	c := f.httpClient(t, false)
-	ctx := context.Background()
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	_, out := oneImageRegions(t, c, dir)
 	body := fmt.Appendf(nil, `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,%d,%d],"parameters":{"shared_memory_region":"in","shared_memory_byte_size":%d}}],`+
 		`"outputs":[{"name":"logits","parameters":{"shared_memory_region":"out","shared_memory_byte_size":%d}}]}`, side, side, imageBytes, 4*classes)
 	a := send(t, f.http.URL, rawRequest{path: "/v2/models/resnet18/infer", body: body})
@@ -163,12 +170,9 @@ func TestHTTPSharedMemoryOutputAnswerNamesNoParameters(t *testing.T) {
 // raw_output_contents by output and crashed on an answer with none.
 func TestGRPCSharedMemoryOutputAnswerHasAnEmptyRawEntry(t *testing.T) {
 	f, dir := shmFixture(t, fixtureOpts{})
-	newObject(t, dir, "/in", imageBytes)
-	out := newObject(t, dir, "/out", 4*classes)
 	c := f.grpcClient(t)
 	ctx := context.Background()
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	_, out := oneImageRegions(t, c, dir)
 	region := func(name string, size int64) map[string]*v2pb.InferParameter {
 		return map[string]*v2pb.InferParameter{
 			"shared_memory_region":    {ParameterChoice: &v2pb.InferParameter_StringParam{StringParam: name}},
@@ -193,11 +197,8 @@ func TestGRPCSharedMemoryOutputAnswerHasAnEmptyRawEntry(t *testing.T) {
 func TestSharedMemoryInputIsUsedInPlace(t *testing.T) {
 	f, dir := shmFixture(t, fixtureOpts{gated: true})
 	ctx := context.Background()
-	in := newObject(t, dir, "/in", imageBytes)
-	out := newObject(t, dir, "/out", 4*classes)
 	c := f.grpcClient(t)
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	in, out := oneImageRegions(t, c, dir)
 	before, after := randomImages(1, 1), randomImages(2, 1)
 	in.writeFloats(0, before)
 	errs := make(chan error, 1)
@@ -396,11 +397,8 @@ func TestSharedMemoryRequestParametersAreChecked(t *testing.T) {
 func TestUnregisterWhileInUse(t *testing.T) {
 	f, dir := shmFixture(t, fixtureOpts{gated: true, opts: protocol.Options{SharedMemory: protocol.SharedMemoryLimits{MaxRegions: 2}}})
 	ctx := context.Background()
-	in := newObject(t, dir, "/in", imageBytes)
-	out := newObject(t, dir, "/out", 4*classes)
 	c := f.grpcClient(t)
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	in, out := oneImageRegions(t, c, dir)
 	images := randomImages(3, 1)
 	in.writeFloats(0, images)
 	errs := make(chan error, 1)
@@ -466,11 +464,8 @@ func TestRegionTheBackendCannotPinStillServes(t *testing.T) {
 	var logged bytes.Buffer
 	f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{Backend: rec}, opts: protocol.Options{Log: slog.New(slog.NewTextHandler(&logged, nil))}})
 	ctx := context.Background()
-	in := newObject(t, dir, "/in", imageBytes)
-	out := newObject(t, dir, "/out", 4*classes)
 	c := f.grpcClient(t)
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	in, out := oneImageRegions(t, c, dir)
 	images := randomImages(4, 1)
 	in.writeFloats(0, images)
 	_, err := c.Infer(ctx, shmRequest(1, 0, 0))
@@ -486,11 +481,8 @@ func TestRegionsAreRegisteredWithTheBackendOnceAndUndoneAfterTheirLastRequest(t 
 	rec := &recorder{Backend: cpu.New()}
 	f, dir := shmFixture(t, fixtureOpts{cfg: inference.Config{Backend: rec}})
 	ctx := context.Background()
-	newObject(t, dir, "/in", imageBytes)
-	newObject(t, dir, "/out", 4*classes)
 	c := f.httpClient(t, false)
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "in", "/in", 0, imageBytes))
-	require.NoError(t, c.RegisterSystemSharedMemory(ctx, "out", "/out", 0, 4*classes))
+	oneImageRegions(t, c, dir)
 	for range 3 {
 		_, err := c.Infer(ctx, shmRequest(1, 0, 0))
 		require.NoError(t, err)
