@@ -33,8 +33,7 @@ type GRPCOptions struct {
 // several for Infer (GRPCOptions.Conns). It is safe for concurrent use.
 type GRPCClient struct {
 	conns []*grpc.ClientConn
-	api   v2pb.GRPCInferenceServiceClient   // over conns[0]
-	infer []v2pb.GRPCInferenceServiceClient // one per connection
+	infer []v2pb.GRPCInferenceServiceClient // one per connection; other calls use the first
 	next  atomic.Uint64                     // Infer's turn
 }
 
@@ -62,12 +61,11 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		c.conns = append(c.conns, conn)
 		c.infer = append(c.infer, v2pb.NewGRPCInferenceServiceClient(conn))
 	}
-	c.api = c.infer[0]
 	return c, nil
 }
 
 // API is the generated stub, for calls this package does not wrap.
-func (c *GRPCClient) API() v2pb.GRPCInferenceServiceClient { return c.api }
+func (c *GRPCClient) API() v2pb.GRPCInferenceServiceClient { return c.infer[0] }
 
 // Close closes the connections.
 func (c *GRPCClient) Close() error {
@@ -87,7 +85,7 @@ func grpcErr(err error) error {
 }
 
 func (c *GRPCClient) Live(ctx context.Context) (bool, error) {
-	r, err := c.api.ServerLive(ctx, &v2pb.ServerLiveRequest{})
+	r, err := c.API().ServerLive(ctx, &v2pb.ServerLiveRequest{})
 	if err != nil {
 		return false, grpcErr(err)
 	}
@@ -95,7 +93,7 @@ func (c *GRPCClient) Live(ctx context.Context) (bool, error) {
 }
 
 func (c *GRPCClient) Ready(ctx context.Context) (bool, error) {
-	r, err := c.api.ServerReady(ctx, &v2pb.ServerReadyRequest{})
+	r, err := c.API().ServerReady(ctx, &v2pb.ServerReadyRequest{})
 	if err != nil {
 		return false, grpcErr(err)
 	}
@@ -103,7 +101,7 @@ func (c *GRPCClient) Ready(ctx context.Context) (bool, error) {
 }
 
 func (c *GRPCClient) ModelReady(ctx context.Context, model, version string) (bool, error) {
-	r, err := c.api.ModelReady(ctx, &v2pb.ModelReadyRequest{Name: model, Version: version})
+	r, err := c.API().ModelReady(ctx, &v2pb.ModelReadyRequest{Name: model, Version: version})
 	if err != nil {
 		return false, grpcErr(err)
 	}
@@ -111,7 +109,7 @@ func (c *GRPCClient) ModelReady(ctx context.Context, model, version string) (boo
 }
 
 func (c *GRPCClient) ServerMetadata(ctx context.Context) (*ServerMetadata, error) {
-	r, err := c.api.ServerMetadata(ctx, &v2pb.ServerMetadataRequest{})
+	r, err := c.API().ServerMetadata(ctx, &v2pb.ServerMetadataRequest{})
 	if err != nil {
 		return nil, grpcErr(err)
 	}
@@ -119,7 +117,7 @@ func (c *GRPCClient) ServerMetadata(ctx context.Context) (*ServerMetadata, error
 }
 
 func (c *GRPCClient) ModelMetadata(ctx context.Context, model, version string) (*ModelMetadata, error) {
-	r, err := c.api.ModelMetadata(ctx, &v2pb.ModelMetadataRequest{Name: model, Version: version})
+	r, err := c.API().ModelMetadata(ctx, &v2pb.ModelMetadataRequest{Name: model, Version: version})
 	if err != nil {
 		return nil, grpcErr(err)
 	}

@@ -91,7 +91,7 @@ func (c *HTTPClient) post(ctx context.Context, path string, body []byte) error {
 }
 
 func (c *GRPCClient) RegisterSystemSharedMemory(ctx context.Context, name, key string, offset, byteSize uint64) error {
-	_, err := c.api.SystemSharedMemoryRegister(ctx, &v2pb.SystemSharedMemoryRegisterRequest{Name: name, Key: key, Offset: offset, ByteSize: byteSize})
+	_, err := c.API().SystemSharedMemoryRegister(ctx, &v2pb.SystemSharedMemoryRegisterRequest{Name: name, Key: key, Offset: offset, ByteSize: byteSize})
 	if err != nil {
 		return grpcErr(err)
 	}
@@ -99,14 +99,14 @@ func (c *GRPCClient) RegisterSystemSharedMemory(ctx context.Context, name, key s
 }
 
 func (c *GRPCClient) UnregisterSystemSharedMemory(ctx context.Context, name string) error {
-	if _, err := c.api.SystemSharedMemoryUnregister(ctx, &v2pb.SystemSharedMemoryUnregisterRequest{Name: name}); err != nil {
+	if _, err := c.API().SystemSharedMemoryUnregister(ctx, &v2pb.SystemSharedMemoryUnregisterRequest{Name: name}); err != nil {
 		return grpcErr(err)
 	}
 	return nil
 }
 
 func (c *GRPCClient) SystemSharedMemoryStatus(ctx context.Context, name string) ([]SharedMemoryRegion, error) {
-	r, err := c.api.SystemSharedMemoryStatus(ctx, &v2pb.SystemSharedMemoryStatusRequest{Name: name})
+	r, err := c.API().SystemSharedMemoryStatus(ctx, &v2pb.SystemSharedMemoryStatusRequest{Name: name})
 	if err != nil {
 		return nil, grpcErr(err)
 	}

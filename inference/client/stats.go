@@ -69,7 +69,7 @@ func (c *HTTPClient) ModelStatistics(ctx context.Context, model, version string)
 
 // ModelStatistics calls the ModelStatistics method.
 func (c *GRPCClient) ModelStatistics(ctx context.Context, model, version string) ([]ModelStatistics, error) {
-	r, err := c.api.ModelStatistics(ctx, &v2pb.ModelStatisticsRequest{Name: model, Version: version})
+	r, err := c.API().ModelStatistics(ctx, &v2pb.ModelStatisticsRequest{Name: model, Version: version})
 	if err != nil {
 		return nil, grpcErr(err)
 	}
