@@ -102,10 +102,10 @@ func (c *csvFile) close() error {
 // exporter writes the -csv, -requests and -curve files. Safe for concurrent
 // use; the first error sticks and is returned by close.
 type exporter struct {
-	mu                  sync.Mutex
-	rows, reqs, curve   *csvFile
-	err                 error
-	configCols, configV []string
+	mu                sync.Mutex
+	rows, reqs, curve *csvFile
+	err               error
+	configV           []string
 }
 
 // openExports opens the files c's flags name.

@@ -22,11 +22,10 @@ type segment struct {
 	n   int
 }
 
-func lit(s string) segment           { return segment{lit: []byte(s)} }
-func run(b byte, n int) segment      { return segment{run: b, n: n} }
-func litBytes(b ...[]byte) segment   { return segment{lit: bytes.Join(b, nil)} }
-func le64(n uint64) []byte           { return binary.LittleEndian.AppendUint64(nil, n) }
-func repeat(s string, n int) segment { return lit(strings.Repeat(s, n)) }
+func lit(s string) segment         { return segment{lit: []byte(s)} }
+func run(b byte, n int) segment    { return segment{run: b, n: n} }
+func litBytes(b ...[]byte) segment { return segment{lit: bytes.Join(b, nil)} }
+func le64(n uint64) []byte         { return binary.LittleEndian.AppendUint64(nil, n) }
 
 // deflatedEntry is a zip entry's deflated bytes with its CRC-32 and size.
 type deflatedEntry struct {

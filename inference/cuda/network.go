@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
@@ -117,7 +118,7 @@ func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, 
 	}
 	// The stem reads its input padded to stemIn channels (PadStemEnv): its
 	// weights for the extra channels are zero.
-	n.stemIn = stemChannels(padStem(), n.format == cudnn.NHWC, n.elem)
+	n.stemIn = stemChannels(os.Getenv(PadStemEnv) == "1", n.format == cudnn.NHWC, n.elem)
 	padded := *f
 	padded.Stem = *padInputChannels(&f.Stem, n.stemIn)
 	err := n.build(&padded, h, w, conv)

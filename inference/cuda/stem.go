@@ -1,10 +1,6 @@
 package cuda
 
-import (
-	"os"
-
-	"github.com/inferbench/inferbench/inference/resnet"
-)
+import "github.com/inferbench/inferbench/inference/resnet"
 
 // PadStemEnv names the environment variable that, set to 1, pads the stem's
 // input to 16 bytes of channels a pixel on the NHWC precisions: 8 half
@@ -15,9 +11,6 @@ import (
 // profile-fp16.md). It is off by default until a GPU run has checked the
 // padded stem's logits and speed.
 const PadStemEnv = "INFERBENCH_CUDA_PAD_STEM"
-
-// padStem reports whether PadStemEnv asks for a padded stem.
-func padStem() bool { return os.Getenv(PadStemEnv) == "1" }
 
 // stemChannels is the channels a pixel of the stem's input has: 3, or, with
 // pad on an NHWC network, 16 bytes of elemBytes-byte values.
