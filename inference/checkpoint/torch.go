@@ -271,6 +271,21 @@ func (l *torchLoader) persistent(pid any) (any, error) {
 	return st, nil
 }
 
+// torchTensors names the tensors of the unpickled state dict obj
+// (stateDictTensors) and returns the storages to read for them (planTorch),
+// the steps both PyTorch formats share.
+func torchTensors(obj any, mem *budget, size int64) (map[string]*tensor, []*storage, error) {
+	tensors, err := stateDictTensors(obj, mem)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots, err := planTorch(tensors, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tensors, roots, nil
+}
+
 // stateDictTensors names the tensors of a pickled state dict: obj must be a dict (an
 // OrderedDict from model.state_dict(), or a checkpoint dict holding one). Nested
 // dicts, lists and tuples are flattened with dots, up to maxNesting levels; names

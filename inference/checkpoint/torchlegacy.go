@@ -67,11 +67,7 @@ func readLegacy(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: storage keys are %s, want a list", ErrCorrupt, typeName(keysObj))
 	}
-	tensors, err := stateDictTensors(obj, mem)
-	if err != nil {
-		return nil, err
-	}
-	roots, err := planTorch(tensors, size)
+	tensors, roots, err := torchTensors(obj, mem, size)
 	if err != nil {
 		return nil, err
 	}

@@ -61,11 +61,7 @@ func readZip(r io.ReaderAt, size int64) (map[string]Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	tensors, err := stateDictTensors(obj, mem)
-	if err != nil {
-		return nil, err
-	}
-	roots, err := planTorch(tensors, size)
+	tensors, roots, err := torchTensors(obj, mem, size)
 	if err != nil {
 		return nil, err
 	}
