@@ -116,12 +116,17 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request, body func() any) {
 		s.httpError(w, &Error{Status: http.StatusInternalServerError, Msg: err.Error()})
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodGet {
-		w.Write(b)
-	}
+	writeJSON(w, http.StatusOK, b) // net/http sends no body for HEAD
+}
+
+// writeJSON answers with status and the JSON body b, its type and length
+// in the headers (set others before).
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
 }
 
 // health answers a health probe: 200 for true, 400 for false, empty body.
@@ -167,16 +172,12 @@ func (s *Service) httpError(w http.ResponseWriter, err error) {
 		return // nobody is listening
 	}
 	b, _ := json.Marshal(map[string]string{"error": e.Msg})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
 	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	if e.Status == 0 {
 		e.Status = http.StatusInternalServerError
 	}
 	s.errs.addHTTP(e.Status)
-	w.WriteHeader(e.Status)
-	w.Write(b)
+	writeJSON(w, e.Status, b)
 }

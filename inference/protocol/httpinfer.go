@@ -283,11 +283,7 @@ func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float3
 		// memory, and its C++ client (perf_analyzer's) refuses an output
 		// whose parameters lack binary_data_size: the client knows where it
 		// asked for the output.
-		head = append(head, "}]}"...)
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(head)))
-		w.WriteHeader(http.StatusOK)
-		w.Write(head)
+		writeJSON(w, http.StatusOK, append(head, "}]}"...))
 		return nil
 	}
 	if req.binaryOut {
@@ -310,11 +306,7 @@ func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float3
 		}
 		head = strconv.AppendFloat(head, float64(v), 'g', -1, 32)
 	}
-	head = append(head, "]}]}"...)
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(head)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(head)
+	writeJSON(w, http.StatusOK, append(head, "]}]}"...))
 	return nil
 }
 
