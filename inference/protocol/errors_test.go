@@ -176,6 +176,21 @@ func TestHealthIsEmpty200Or400(t *testing.T) {
 	}
 }
 
+// TestMetadataHEADHasTheGETHeadersAndNoBody checks HEAD on a metadata
+// endpoint: GET's status, type and length, and no body.
+func TestMetadataHEADHasTheGETHeadersAndNoBody(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	for _, path := range []string{"/v2", "/v2/models/resnet18"} {
+		get := send(t, f.http.URL, rawRequest{method: http.MethodGet, path: path})
+		head := send(t, f.http.URL, rawRequest{method: http.MethodHead, path: path})
+		require.Equal(t, http.StatusOK, get.status, path)
+		assert.Equal(t, http.StatusOK, head.status, path)
+		assert.Equal(t, "application/json", head.header.Get("Content-Type"), path)
+		assert.Equal(t, strconv.Itoa(len(get.body)), head.header.Get("Content-Length"), path)
+		assert.Empty(t, head.body, path)
+	}
+}
+
 func TestGRPCStatusCodes(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	c := f.grpcClient(t)
