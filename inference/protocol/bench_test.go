@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,26 +69,7 @@ func benchInts(b *testing.B, s string) []int {
 // samples/s are over the whole run's wall time. Client and server share the
 // machine's cores.
 func BenchmarkTransport(b *testing.B) {
-	setGC(b)
-	h, w := 32, 32
-	if *benchBackend != "nop" {
-		h, w = 250, 250
-	}
-	if *benchSize != "" {
-		hh, ww, ok := strings.Cut(*benchSize, "x")
-		var err1, err2 error
-		h, err1 = strconv.Atoi(hh)
-		w, err2 = strconv.Atoi(ww)
-		if !ok || err1 != nil || err2 != nil {
-			b.Fatalf("bad -size %q", *benchSize)
-		}
-	}
-	batches := benchInts(b, *benchBatches)
-	maxBatch := 0
-	for _, n := range batches {
-		maxBatch = max(maxBatch, n)
-	}
-	f := benchServer(b, h, w, maxBatch, batches)
+	h, w, batches, f := benchSetup(b)
 	for _, batch := range batches {
 		for _, clients := range benchInts(b, *benchClients) {
 			for _, transport := range []string{"inproc", "grpc", "http"} {
@@ -104,6 +86,28 @@ type benchFixture struct {
 	grpcAddr   string
 	httpClient *client.HTTPClient
 	grpcClient *client.GRPCClient
+}
+
+// benchSetup reads the benchmarks' flags (-gc-percent, -size, -batches)
+// and starts the server they describe: the image size, the batch sizes and
+// the fixture.
+func benchSetup(b *testing.B) (h, w int, batches []int, f *benchFixture) {
+	setGC(b)
+	h, w = 32, 32
+	if *benchBackend != "nop" {
+		h, w = 250, 250
+	}
+	if *benchSize != "" {
+		hh, ww, ok := strings.Cut(*benchSize, "x")
+		var err1, err2 error
+		h, err1 = strconv.Atoi(hh)
+		w, err2 = strconv.Atoi(ww)
+		if !ok || err1 != nil || err2 != nil {
+			b.Fatalf("bad -size %q", *benchSize)
+		}
+	}
+	batches = benchInts(b, *benchBatches)
+	return h, w, batches, benchServer(b, h, w, slices.Max(batches), batches)
 }
 
 func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture {

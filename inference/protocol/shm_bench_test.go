@@ -25,22 +25,7 @@ import (
 // client's send to its answer on the client's clock; req/s and samples/s
 // over the run's wall time.
 func BenchmarkSharedMemory(b *testing.B) {
-	setGC(b)
-	h, w := 32, 32
-	if *benchBackend != "nop" {
-		h, w = 250, 250
-	}
-	if *benchSize != "" {
-		if _, err := fmt.Sscanf(*benchSize, "%dx%d", &h, &w); err != nil {
-			b.Fatalf("bad -size %q", *benchSize)
-		}
-	}
-	batches := benchInts(b, *benchBatches)
-	maxBatch := 0
-	for _, n := range batches {
-		maxBatch = max(maxBatch, n)
-	}
-	f := benchServer(b, h, w, maxBatch, batches)
+	h, w, batches, f := benchSetup(b)
 	for _, batch := range batches {
 		for _, clients := range benchInts(b, *benchClients) {
 			for _, transport := range []string{"inproc", "grpc", "grpc-shm", "http-shm"} {
