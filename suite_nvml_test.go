@@ -3,7 +3,6 @@
 package inferbench_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/metrics"
 )
 
 // gpuSampler returns a sampler of NVML's utilization.gpu of the GPUs on
@@ -24,6 +24,7 @@ func gpuSampler(pids []int) (*nvmlSampler, error) {
 		return nil, fmt.Errorf("nvml: init: %v", r)
 	}
 	s := &nvmlSampler{}
+	s.Periodic = metrics.NewPeriodic(100*time.Millisecond, s.read)
 	n, r := nvml.DeviceGetCount()
 	if r != nvml.SUCCESS {
 		s.Close()
@@ -51,80 +52,31 @@ func gpuSampler(pids []int) (*nvmlSampler, error) {
 	return s, nil
 }
 
-// nvmlSampler samples the utilisation of devs; Start and Stop are called in
-// turn from one goroutine.
+// nvmlSampler samples the utilisation of devs: one reading every period, the
+// devices' mean (a sample counts only if every device was read). Start and
+// Stop are called in turn from one goroutine.
 type nvmlSampler struct {
 	devs []nvml.Device
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	sum     float64
-	samples int
-	err     error
-
+	*metrics.Periodic
 	closeOnce sync.Once
 }
 
-func (s *nvmlSampler) Start() error {
-	if s.stop != nil {
-		return errors.New("nvml sampler started twice")
-	}
-	s.mu.Lock()
-	s.sum, s.samples, s.err = 0, 0, nil
-	s.mu.Unlock()
-	s.stop = make(chan struct{})
-	stop := s.stop
-	s.wg.Go(func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				s.sample()
-			}
-		}
-	})
-	return nil
-}
-
-// sample reads every device once; a sample counts only if all were read.
-func (s *nvmlSampler) sample() {
+// read is one sample: the devices' mean utilisation in percent.
+func (s *nvmlSampler) read() ([]float64, error) {
 	var sum float64
 	for _, d := range s.devs {
 		u, r := d.GetUtilizationRates()
 		if r != nvml.SUCCESS {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = fmt.Errorf("nvml: utilisation: %v", r)
-			}
-			s.mu.Unlock()
-			return
+			return nil, fmt.Errorf("nvml: utilisation: %v", r)
 		}
 		sum += float64(u.Gpu)
 	}
-	s.mu.Lock()
-	s.sum += sum / float64(len(s.devs))
-	s.samples++
-	s.mu.Unlock()
+	return []float64{sum / float64(len(s.devs))}, nil
 }
 
 func (s *nvmlSampler) Stop() (backend.Utilization, error) {
-	if s.stop == nil {
-		return backend.Utilization{}, errors.New("nvml sampler stopped without Start")
-	}
-	close(s.stop)
-	s.wg.Wait()
-	s.stop = nil
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := backend.Utilization{Kind: backend.GPUUtilization, Samples: s.samples}
-	if s.samples > 0 {
-		u.Percent = s.sum / float64(s.samples)
-	}
-	return u, s.err
+	mean, n, err := s.Periodic.Stop()
+	return backend.Utilization{Kind: backend.GPUUtilization, Percent: mean, Samples: n}, err
 }
 
 // Close shuts NVML down; calling it again does nothing.

@@ -17,10 +17,11 @@
 package nvml
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/inferbench/inferbench/inference/metrics"
 )
 
 // PCI is where a GPU sits on the PCI bus. CUDA and NVML number devices
@@ -37,21 +38,12 @@ const DefaultPeriod = 100 * time.Millisecond
 // reader returns the utilisation of every sampled device, in percent.
 type reader func() ([]float64, error)
 
-// Sampler averages utilisation samples over intervals. Start and Stop are called
+// Sampler averages utilisation samples over intervals (a metrics.Periodic
+// whose readings are the devices' utilisation). Start and Stop are called
 // from one goroutine, in turn; Close may be called from any goroutine.
 type Sampler struct {
-	period time.Duration
-	read   reader
-	close  func() error
-
-	mu      sync.Mutex
-	sum     float64
-	samples int
-	err     error // first read error of the interval
-
-	stop chan struct{} // non-nil while an interval runs
-	done chan struct{}
-
+	*metrics.Periodic
+	close     func() error
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -60,77 +52,13 @@ func newSampler(period time.Duration, read reader, closeFn func() error) *Sample
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	return &Sampler{period: period, read: read, close: closeFn}
-}
-
-// Period is the time between samples.
-func (s *Sampler) Period() time.Duration { return s.period }
-
-// Start begins an interval: one sample after every period.
-func (s *Sampler) Start() error {
-	if s.stop != nil {
-		return errors.New("nvml: Start called twice without Stop")
-	}
-	s.mu.Lock()
-	s.sum, s.samples, s.err = 0, 0, nil
-	s.mu.Unlock()
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go s.loop(s.stop, s.done)
-	return nil
-}
-
-func (s *Sampler) loop(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(s.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			s.sample()
-		}
-	}
-}
-
-func (s *Sampler) sample() {
-	v, err := s.read()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		if s.err == nil {
-			s.err = err
-		}
-		return
-	}
-	for _, u := range v {
-		s.sum += u
-		s.samples++
-	}
-}
-
-// Stop ends the interval, waits for the sampling goroutine, and returns the mean
-// utilisation in percent and the number of device samples it averages. The
-// error is the first failed read, if any.
-func (s *Sampler) Stop() (mean float64, samples int, err error) {
-	if s.stop == nil {
-		return 0, 0, errors.New("nvml: Stop called without Start")
-	}
-	close(s.stop)
-	<-s.done
-	s.stop, s.done = nil, nil
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.samples > 0 {
-		mean = s.sum / float64(s.samples)
-	}
-	return mean, s.samples, s.err
+	return &Sampler{Periodic: metrics.NewPeriodic(period, read), close: closeFn}
 }
 
 // Close stops a running interval and releases NVML. It is idempotent.
 func (s *Sampler) Close() error {
 	s.closeOnce.Do(func() {
-		if s.stop != nil {
+		if s.Running() {
 			_, _, _ = s.Stop()
 		}
 		if s.close != nil {
