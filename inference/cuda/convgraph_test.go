@@ -41,19 +41,7 @@ func TestConvPathsAgree(t *testing.T) {
 				logits[convs] = run(t, e, [][]float32{x}, n)
 				require.NoError(t, e.Close())
 			}
-			want := make([]float64, len(logits[backend.ConvsLegacy]))
-			for i, v := range logits[backend.ConvsLegacy] {
-				want[i] = float64(v)
-			}
-			got := logits[backend.ConvsGraph]
-			rel, scale := relErr(got, want)
-			classes := m.Arch.Classes
-			agree := 0
-			for i := 0; i < n; i++ {
-				if argmax(got[i*classes:(i+1)*classes]) == argmax(logits[backend.ConvsLegacy][i*classes:(i+1)*classes]) {
-					agree++
-				}
-			}
+			rel, scale, agree := agreement(logits[backend.ConvsGraph], logits[backend.ConvsLegacy], m.Arch.Classes)
 			t.Logf("graph vs legacy, %s, %d images: top-1 %d/%d, max abs error %.3g = %.3g x max|logit|", prec, n, agree, n, rel*scale, rel)
 			assert.GreaterOrEqual(t, float64(agree)/n, 0.99, "top-1 agreement")
 			assert.LessOrEqual(t, rel, tolerance(prec), "relative error")

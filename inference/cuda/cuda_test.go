@@ -442,22 +442,28 @@ func TestFP16AgreesWithFP32(t *testing.T) {
 		logits[prec] = run(t, e, [][]float32{x}, n)
 		require.NoError(t, e.Close())
 	}
-	want := make([]float64, len(logits[backend.FP32]))
-	for i, v := range logits[backend.FP32] {
-		want[i] = float64(v)
-	}
-	rel, scale := relErr(logits[backend.FP16], want)
-	classes := m.Arch.Classes
-	agree := 0
-	for i := 0; i < n; i++ {
-		if argmax(logits[backend.FP16][i*classes:(i+1)*classes]) == argmax(logits[backend.FP32][i*classes:(i+1)*classes]) {
-			agree++
-		}
-	}
+	rel, scale, agree := agreement(logits[backend.FP16], logits[backend.FP32], m.Arch.Classes)
 	t.Logf("fp16 vs fp32, %d images: top-1 agreement %d/%d, max abs error %.3g = %.3g x max|logit| (%.3g)",
 		n, agree, n, rel*scale, rel, scale)
 	assert.GreaterOrEqual(t, float64(agree)/n, 0.99, "top-1 agreement")
 	assert.LessOrEqual(t, rel, 1e-2, "relative error")
+}
+
+// agreement compares the logits got with want, images of classes logits
+// each: the largest error relative to want's largest logit (relErr) and
+// how many images' top-1 classes agree.
+func agreement(got, want []float32, classes int) (rel, scale float64, agree int) {
+	w := make([]float64, len(want))
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	rel, scale = relErr(got, w)
+	for i := 0; i < len(want)/classes; i++ {
+		if argmax(got[i*classes:(i+1)*classes]) == argmax(want[i*classes:(i+1)*classes]) {
+			agree++
+		}
+	}
+	return rel, scale, agree
 }
 
 func argmax(v []float32) int {

@@ -43,18 +43,7 @@ func TestPaddedStemAgrees(t *testing.T) {
 				u := randomBytes(n, side, side, 19)
 				want = append(want, runUint8(t, plain, u, n)...)
 				got = append(got, runUint8(t, padded, u, n)...)
-				wantF := make([]float64, len(want))
-				for i, v := range want {
-					wantF[i] = float64(v)
-				}
-				rel, scale := relErr(got, wantF)
-				classes := m.Arch.Classes
-				agree := 0
-				for i := 0; i < 2*n; i++ {
-					if argmax(got[i*classes:(i+1)*classes]) == argmax(want[i*classes:(i+1)*classes]) {
-						agree++
-					}
-				}
+				rel, scale, agree := agreement(got, want, m.Arch.Classes)
 				t.Logf("padded vs plain stem, %s, graphs %v: top-1 %d/%d (float32 then uint8 input), max abs error %.3g = %.3g x max|logit|", prec, graphs, agree, 2*n, rel*scale, rel)
 				assert.GreaterOrEqual(t, float64(agree)/(2*n), 0.99, "top-1 agreement")
 				assert.LessOrEqual(t, rel, tolerance(prec), "relative error")
