@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-triton.sh: on the GPU machine, in one call, our server and Triton
 # (PyTriton serving torchvision's ResNet-18, scripts/peers/pytriton_resnet.py)
-# run side by side on the same GPU, and perf_analyzer and our suite (-target)
+# run side by side on the same GPU; scripts/peers/v2probe.py shows one answer
+# of each, field by field; then perf_analyzer and our suite (-target)
 # measure each at the same points, one server after the other:
 #   grpc, batch 1, concurrency 1, 2, 4, 8;
 #   grpc with system shared memory, batch 32 and 256, concurrency 1, 2, 4.
@@ -63,6 +64,11 @@ fi
 
 for s in $servers; do
 	name=${s%%:*} port=${s##*:}
+	echo "== $name: one request, field by field"
+	python3 scripts/peers/v2probe.py 127.0.0.1:$port
+done
+for s in $servers; do
+	name=${s%%:*} port=${s##*:}
 	echo "== $name: perf_analyzer"
 	PROTOCOLS=grpc SHM=none BATCHES=1 CONC_1="1 2 4 8" scripts/peers/perf_analyzer.sh 127.0.0.1:$port - "$P/pa-$name"
 	PROTOCOLS=grpc SHM=system BATCHES="32 256" CONC_32="1 2 4" CONC_256="1 2 4" \
@@ -73,6 +79,7 @@ for s in $servers; do
 	"$P/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1x -target grpc://127.0.0.1:$port -transports grpc-shm \
 		-batches 32,256 -loads closed -concurrency 1,2,4 -window "$WINDOW" -window-requests 10 -max-windows 6 >>"$OUT/suite-$name.txt" 2>>"$P/suite.err"
 	grep -c '^Benchmark' "$OUT/suite-$name.txt"
+	grep -A3 -- '^--- FAIL' "$OUT/suite-$name.txt" | head -8
 done
 tail -5 "$P/suite.err"
 tar -C "$P" -czf "$OUT/perf_analyzer.tgz" $(cd "$P" && ls -d pa-*)
@@ -81,3 +88,4 @@ wait $ours
 echo "our server exit: $?"
 wait $triton
 echo "pytriton exit: $?"
+grep 'pytriton_resnet: instance' "$OUT/pytriton.log"

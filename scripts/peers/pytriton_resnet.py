@@ -21,7 +21,9 @@ compute of different batches overlap.
 
 usage: python3 scripts/peers/pytriton_resnet.py [--http-port 8100 --grpc-port 8101
        --metrics-port 8102 --size 250 --instances 2 --queue-delay-us 100]
-It prints "serving" when Triton is ready and serves until SIGINT or SIGTERM.
+It prints "serving" when Triton is ready and serves until SIGINT or SIGTERM;
+then it prints, per instance and batch size, the mean time of the model
+function (so the rest of the latency can be told to be Triton's and PyTriton's).
 """
 
 import argparse
@@ -49,6 +51,7 @@ class Instance:
         self.host_in = torch.empty((BUCKETS[-1], 3, h, w), dtype=torch.float32).pin_memory()
         self.host_out = torch.empty((BUCKETS[-1], 1000), dtype=torch.float32).pin_memory()
         self.graphs = {}
+        self.calls = {}  # batch size -> [calls, seconds in __call__, seconds copying into host_in]
         with torch.cuda.stream(self.stream), torch.inference_mode():
             for b in BUCKETS:
                 x = torch.zeros((b, 3, h, w), dtype=torch.float32, device=device)
@@ -63,16 +66,31 @@ class Instance:
 
     @torch.inference_mode()
     def __call__(self, images):
+        start = time.perf_counter()
         n = images.shape[0]
         b = next(k for k in BUCKETS if k >= n)
         g, x, y = self.graphs[b]
         self.host_in[:n].copy_(torch.from_numpy(images))
+        copied = time.perf_counter()
         with torch.cuda.stream(self.stream):
             x[:n].copy_(self.host_in[:n], non_blocking=True)
             g.replay()
             self.host_out[:n].copy_(y[:n], non_blocking=True)
         self.stream.synchronize()
-        return self.host_out[:n].numpy().copy()
+        out = self.host_out[:n].numpy().copy()
+        c = self.calls.setdefault(n, [0, 0.0, 0.0])
+        c[0] += 1
+        c[1] += time.perf_counter() - start
+        c[2] += copied - start
+        return out
+
+    def report(self, i):
+        """Prints, per batch size, the mean time PyTriton's call of this
+        instance took (the rest of a request's latency is Triton's and
+        PyTriton's own)."""
+        for n, (calls, total, copy) in sorted(self.calls.items()):
+            print(f"pytriton_resnet: instance {i} batch {n}: {calls} calls, {1e3 * total / calls:.3f} ms mean in the model function "
+                  f"({1e3 * copy / calls:.3f} ms of it copying the request's images into the pinned buffer)", flush=True)
 
 
 def main(argv):
@@ -122,6 +140,8 @@ def main(argv):
         triton.run()
         print("serving", flush=True)
         stop.wait()
+    for i, inst in enumerate(instances):
+        inst.report(i)
     return 0
 
 
