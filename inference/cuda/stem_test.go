@@ -23,8 +23,10 @@ func TestChooseStem(t *testing.T) {
 		why     bool
 		wantErr bool
 	}{
-		{"unset", "", backend.FP16, true, defaultStem(backend.FP16), false, false},
+		{"unset fp16", "", backend.FP16, true, stemS2D, false, false},
+		{"unset tf32", "", backend.TF32, true, stemPlain, false, false},
 		{"unset fp32", "", backend.FP32, true, stemPlain, false, false},
+		{"unset fp16 without the input kernel", "", backend.FP16, false, stemPlain, false, false},
 		{"plain", "plain", backend.FP16, true, stemPlain, false, false},
 		{"s2d fp16", "s2d", backend.FP16, true, stemS2D, false, false},
 		{"s2d tf32", "s2d", backend.TF32, true, stemS2D, false, false},
@@ -43,12 +45,6 @@ func TestChooseStem(t *testing.T) {
 			assert.Equal(t, tc.want, got, "chooseStem(%q, %s, %v)", tc.env, tc.prec, tc.kernel)
 			assert.Equal(t, tc.why, why != "", "why = %q", why)
 		})
-	}
-	// Wherever s2d cannot run, the default is plain.
-	for _, p := range []backend.Precision{backend.FP32, backend.TF32, backend.FP16} {
-		got, _, err := chooseStem("", p, false)
-		require.NoError(t, err)
-		assert.Equal(t, stemPlain, got, "chooseStem(\"\", %s, false)", p)
 	}
 }
 
