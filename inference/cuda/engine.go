@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,8 +40,9 @@ type engine struct {
 	sampler *sampler
 	copier  *copier
 
-	calibrateErr error // why calibrate could not time the forward pass
-	inputKernel  bool  // float32 input is converted by our kernel (useInputKernel at Open)
+	calibrateErr error  // why calibrate could not time the forward pass
+	inputKernel  bool   // float32 input is converted by our kernel (useInputKernel at Open)
+	stemWhy      string // why the stem is not in the form StemEnv asked for (chooseStem)
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -132,9 +134,7 @@ func (e *engine) open() error {
 	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
 	cfg = append(cfg, e.plans.cache.config()...)
 	cfg = append(cfg, backend.KV{Key: "cuda-convs", Value: e.plans.convsConfig()})
-	if e.net.stemIn != 3 {
-		cfg = append(cfg, backend.KV{Key: "cuda-stem", Value: fmt.Sprintf("input padded to %d channels (%s=1)", e.net.stemIn, PadStemEnv)})
-	}
+	cfg = append(cfg, backend.KV{Key: "cuda-stem", Value: e.stemConfig()})
 	if e.calibrateErr != nil {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
@@ -142,6 +142,21 @@ func (e *engine) open() error {
 	cfg = append(cfg, e.sampler.config())
 	e.info = backend.Info{Config: cfg, Setup: setup, GPU: true}
 	return nil
+}
+
+// stemConfig is the config line cuda-stem: the stem's form and convolution,
+// for example "s2d: 16x128x128 4x4/1 (the space-to-depth form of 3x250x250
+// 7x7/2)" or "plain: 3x250x250 7x7/2".
+func (e *engine) stemConfig() string {
+	s, f := e.net.convs[0], &e.folded.Stem
+	v := fmt.Sprintf("%s: %dx%dx%d %dx%d/%d", e.net.stem, s.in, s.inH, s.inW, s.k, s.k, s.stride)
+	if e.net.stem == stemS2D {
+		v += fmt.Sprintf(" (the space-to-depth form of %dx%dx%d %dx%d/%d)", f.In, e.opts.Height, e.opts.Width, f.K, f.K, f.Stride)
+	}
+	if e.stemWhy != "" {
+		v += " (" + e.stemWhy + ")"
+	}
+	return v
 }
 
 // initialise loads the libraries, retains each device's context and uploads the
@@ -157,7 +172,15 @@ func (e *engine) initialise() error {
 	if e.blas, err = cublas.Load(); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
-	if e.net, err = newNetwork(e.dnn, e.folded, e.opts); err != nil {
+	env := os.Getenv(StemEnv)
+	stem, why, err := chooseStem(env, e.opts.Precision, e.inputKernel)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	if why != "" {
+		e.stemWhy = fmt.Sprintf("%s=%s: %s", StemEnv, env, why)
+	}
+	if e.net, err = newNetwork(e.dnn, e.folded, e.opts, stem); err != nil {
 		return err
 	}
 	e.plans = newPlanner(e.dnn, e.net, e.opts)

@@ -9,8 +9,8 @@ import "fmt"
 // is:
 //
 //   - uint8 input is normalised by this package's kernel into w.x (fp16 or
-//     TF32 networks: NHWC) or into the slot's float buffer src.f32 (fp32:
-//     NCHW);
+//     TF32 networks: NHWC, or the space-to-depth input of the s2d stem) or
+//     into the slot's float buffer src.f32 (fp32: NCHW);
 //   - float32 input is converted to w.x by the kernel (a plain conversion)
 //     when useInputKernel is set, else by cudnnTransformTensor, or read where
 //     it is when the network takes fp32 NCHW.
@@ -29,8 +29,8 @@ func (w *worker) convertInput(p *plan, src inputRef) (uintptr, error) {
 	if w.e.inputKernel && k.f32Apply {
 		return w.x, k.f32.launch(w.comp, src.f32, w.x, p.n)
 	}
-	if net.stemIn != 3 {
-		return 0, fmt.Errorf("the padded stem (%s) takes its input from the input kernel, not cudnnTransformTensor", PadStemEnv)
+	if net.stem == stemS2D {
+		return 0, fmt.Errorf("the space-to-depth stem (%s=s2d) takes its input from the input kernel, not cudnnTransformTensor", StemEnv)
 	}
 	return w.x, w.dnn.Transform(1, p.input, src.f32, 0, p.convs[0].x, w.x)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
@@ -37,7 +36,8 @@ type network struct {
 	format                  cudnn.Format   // of activations and convolution weights
 	elem                    int            // bytes per activation value
 	transform               bool           // the NCHW float input is converted before the stem
-	stemIn                  int            // channels a pixel of the stem's input has: 3, or more when padded (stem.go)
+	stem                    stemForm       // the stem convolution's form (stem.go)
+	stemPad                 int            // the plain stem's padding, which the s2d input kernel applies
 	math                    cudnn.MathType
 }
 
@@ -88,8 +88,10 @@ func layout(p backend.Precision) (cudnn.DataType, cudnn.Format, cudnn.MathType) 
 	return cudnn.Float, cudnn.NCHW, cudnn.FMAMath
 }
 
-func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, error) {
-	n := &network{dnn: dnn, classes: f.FC.Out, feat: f.FC.In}
+// newNetwork builds the network of f for o with its stem in form stem, which
+// must be stemPlain for an NCHW precision.
+func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options, stem stemForm) (*network, error) {
+	n := &network{dnn: dnn, classes: f.FC.Out, feat: f.FC.In, stem: stem, stemPad: f.Stem.Pad}
 	n.dataType, n.format, n.math = layout(o.Precision)
 	n.elem = 4
 	if n.dataType == cudnn.Half {
@@ -116,19 +118,25 @@ func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options) (*network, 
 		n.convs = append(n.convs, l)
 		return l, nil
 	}
-	// The stem reads its input padded to stemIn channels (PadStemEnv): its
-	// weights for the extra channels are zero.
-	n.stemIn = stemChannels(os.Getenv(PadStemEnv) == "1", n.format == cudnn.NHWC, n.elem)
-	padded := *f
-	padded.Stem = *padInputChannels(&f.Stem, n.stemIn)
-	err := n.build(&padded, h, w, conv)
-	if err != nil {
+	g := *f
+	if stem == stemS2D {
+		if n.format != cudnn.NHWC {
+			return nil, errors.New("cuda: the space-to-depth stem needs an NHWC precision")
+		}
+		s, sh, sw, err := s2dStem(&f.Stem, h, w)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		g.Stem, h, w = *s, sh, sw
+	}
+	if err := n.build(&g, h, w, conv); err != nil {
 		n.destroy()
 		return nil, err
 	}
 	return n, nil
 }
 
+// build makes the layers of f, whose stem reads h x w pixels.
 func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv, bool, int, int) (*convLayer, error)) error {
 	stem, err := conv(&f.Stem, true, h, w)
 	if err != nil {
@@ -178,6 +186,13 @@ func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv
 		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
+}
+
+// stemInput is the values of one image's stem input: 3 x H x W, or the
+// space-to-depth input's 16 x rows x cols.
+func (n *network) stemInput() int {
+	s := n.convs[0]
+	return s.in * s.inH * s.inW
 }
 
 func (n *network) destroy() {

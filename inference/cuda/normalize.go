@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
@@ -34,7 +33,7 @@ const (
 
 // kernelName is the kernel that converts NCHW input of the given kind (uint8
 // bytes, or float32 values) to the input tensor of net's stem (its format,
-// type and channels a pixel: 3, or 8 or 4 when padded), or "" when float32
+// type and, for the s2d stem, its space-to-depth form), or "" when float32
 // input needs no conversion (an fp32 NCHW network reads it as it is).
 func kernelName(uint8In bool, net *network) string {
 	in := "f32"
@@ -48,8 +47,8 @@ func kernelName(uint8In bool, net *network) string {
 	layout := "nchw"
 	if net.format == cudnn.NHWC {
 		layout = "nhwc"
-		if net.stemIn != 3 {
-			layout += strconv.Itoa(net.stemIn)
+		if net.stem == stemS2D {
+			layout = "s2d"
 		}
 	}
 	if !uint8In && out == "f32" && layout == "nchw" {
@@ -61,9 +60,15 @@ func kernelName(uint8In bool, net *network) string {
 // conversion is one loaded conversion kernel and what it is launched with.
 type conversion struct {
 	fn    cudadrv.Function
-	table uintptr // uint8: the device copy of the normalisation table
-	plane int     // pixels per image
+	table uintptr      // uint8: the device copy of the normalisation table
+	plane int          // pixels per image of the output
+	s2d   *s2dGeometry // the space-to-depth kernels' geometry; nil for the others
 }
+
+// s2dGeometry is what a space-to-depth kernel needs besides the pointers:
+// the image's height and width, the space-to-depth input's rows and columns,
+// and the stem's padding (stem.go).
+type s2dGeometry struct{ height, width, rows, cols, pad int }
 
 // inputKernels is the conversion kernels' module on one device, loaded in
 // its context, and the uint8 table: u8 converts uint8 input, f32 float32
@@ -101,12 +106,18 @@ func loadInputKernels(net *network, norm backend.Normalization, height, width in
 		return k, err
 	}
 	plane := height * width
-	k.u8 = conversion{table: k.table, plane: plane}
+	var g *s2dGeometry
+	if net.stem == stemS2D {
+		s := net.convs[0]
+		g = &s2dGeometry{height: height, width: width, rows: s.inH, cols: s.inW, pad: net.stemPad}
+		plane = s.inH * s.inW
+	}
+	k.u8 = conversion{table: k.table, plane: plane, s2d: g}
 	if k.u8.fn, err = k.mod.Function(kernelName(true, net)); err != nil {
 		return k, err
 	}
 	if name := kernelName(false, net); name != "" {
-		k.f32 = conversion{plane: plane}
+		k.f32 = conversion{plane: plane, s2d: g}
 		if k.f32.fn, err = k.mod.Function(name); err != nil {
 			return k, err
 		}
@@ -134,13 +145,21 @@ func (k *inputKernels) unload() error {
 }
 
 // params packs the kernel's parameters for n images from x to y: two
-// pointers, then struct conv_params (table pointer, plane, pixels), 32 bytes.
+// pointers, then struct conv_params (table pointer, plane, pixels), 32 bytes
+// in all, or, for a space-to-depth kernel, struct s2d_params (table pointer,
+// height, width, rows, cols, pad, pixels), 48 bytes in all.
 func (c *conversion) params(x, y uintptr, n int) []byte {
-	b := make([]byte, 0, 32)
+	b := make([]byte, 0, 48)
 	b = binary.LittleEndian.AppendUint64(b, uint64(x))
 	b = binary.LittleEndian.AppendUint64(b, uint64(y))
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.table))
-	b = binary.LittleEndian.AppendUint32(b, uint32(c.plane))
+	if g := c.s2d; g != nil {
+		for _, v := range []int{g.height, g.width, g.rows, g.cols, g.pad} {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		}
+	} else {
+		b = binary.LittleEndian.AppendUint32(b, uint32(c.plane))
+	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(n*c.plane))
 	return b
 }

@@ -205,11 +205,16 @@ func (w *worker) markInput(src inputRef) error {
 	return w.mark("input", shape+" float NCHW -> "+netInput(net), "cudnnTransformTensor")
 }
 
-// netInput names the network's input layout and type.
+// netInput names the network's input layout and type, and the
+// space-to-depth input's shape for the s2d stem.
 func netInput(net *network) string {
 	t := "float"
 	if net.elem == 2 {
 		t = "half"
+	}
+	if net.stem == stemS2D {
+		s := net.convs[0]
+		return fmt.Sprintf("%s NHWC space-to-depth %dx%dx%d", t, s.in, s.inH, s.inW)
 	}
 	if net.format == cudnn.NHWC {
 		return t + " NHWC"

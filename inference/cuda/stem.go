@@ -1,41 +1,145 @@
 package cuda
 
-import "github.com/inferbench/inferbench/inference/resnet"
+import (
+	"fmt"
 
-// PadStemEnv names the environment variable that, set to 1, pads the stem's
-// input to 16 bytes of channels a pixel on the NHWC precisions: 8 half
-// channels for FP16, 4 float ones for TF32, the channels after the image's
-// zero, and so are the stem's weights for them. cuDNN's tensor-core kernels
-// want channel counts of such multiples; with 3 channels the stem took 1.67
-// of the 4.11 ms of a batch-256 fp16 pass on an H200 (results/nvidia-h200/
-// profile-fp16.md). It is off by default until a GPU run has checked the
-// padded stem's logits and speed.
-const PadStemEnv = "INFERBENCH_CUDA_PAD_STEM"
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/resnet"
+)
 
-// stemChannels is the channels a pixel of the stem's input has: 3, or, with
-// pad on an NHWC network, 16 bytes of elemBytes-byte values.
-func stemChannels(pad, nhwc bool, elemBytes int) int {
-	if !pad || !nhwc {
-		return 3
+// The stem convolution, torchvision's 7x7 stride-2 over the image's 3
+// channels, can run in two forms (StemEnv):
+//
+//  1. plain: as it is, over the input kernel's NHWC (or NCHW) image. Its 3
+//     channels keep cuDNN from its tensor-core kernels: on an H200 the stem
+//     took 1.67 of the 4.12 ms of a batch-256 fp16 pass.
+//  2. s2d: as a stride-1 convolution over the image's space-to-depth form.
+//     Let P be the normalised image zero-padded by the stem's pad on top and
+//     left (P[i][j] = img[i-pad][j-pad], 0 outside the image, so the zeros
+//     are the convolution's padding, after normalisation). The input kernel
+//     writes S[Y][X][c] = P[ch][2Y+dy][2X+dx] for c = (dy*2+dx)*3 + ch < 12,
+//     and 0 for channels 12 to 15 (s2dChannels): a pixel is 32 bytes in
+//     half. The stem's weights become W'[o][c][KY][KX] =
+//     W[o][ch][2KY+dy][2KX+dx] where 2KY+dy and 2KX+dx are taps of the K x K
+//     filter, else 0, with ceil(K/2) x ceil(K/2) taps, stride 1 and no
+//     padding: output row y sums W[k] P[2y+k] over k < 2*ceil(K/2), the
+//     plain convolution's sum with zero weights for k >= K. For the output's
+//     Ho = (H+2*pad-K)/2 + 1 rows, S has Ho + ceil(K/2) - 1 rows (128 for
+//     250: Ho 125, 4 taps); rows past the image read zeros. Bias and ReLU
+//     are the plain stem's.
+//
+// s2d does 16*16/(3*49) = 1.7 times the plain stem's multiply-adds (zero
+// channels and taps), which tensor cores can do in less time.
+
+// StemEnv names the environment variable that picks the stem's form: "plain"
+// or "s2d" (see above). If it is unset or empty, the stem is s2d for FP16
+// and plain otherwise (defaultStem). s2d needs an NHWC precision (TF32 or
+// FP16) and float32 input converted by this package's kernel (not
+// cudnnTransformTensor, which cannot write S); where it lacks them the stem
+// is plain, and the engine's config line cuda-stem says which form runs,
+// and why when it is not the one StemEnv asked for.
+const StemEnv = "INFERBENCH_CUDA_STEM"
+
+// stemForm is the form the stem convolution runs in.
+type stemForm int
+
+const (
+	stemPlain stemForm = iota
+	stemS2D
+)
+
+func (f stemForm) String() string {
+	if f == stemS2D {
+		return "s2d"
 	}
-	return 16 / elemBytes
+	return "plain"
 }
 
-// padInputChannels returns c with in input channels: its weights for the
-// channels it had, zeros for the others (so a zero input channel adds
-// nothing). in must be at least c.In.
-func padInputChannels(c *resnet.FoldedConv, in int) *resnet.FoldedConv {
-	if in == c.In {
-		return c
+// defaultStem is the stem's form when StemEnv is unset or empty: s2d for
+// FP16, where an H200 measured it at 0.80 against 1.67 ms of a batch-256
+// pass (results/nvidia-h200/s2d-stem), and plain for TF32, whose s2d stem
+// agrees with the plain one but has not been timed, and FP32.
+func defaultStem(p backend.Precision) stemForm {
+	if p == backend.FP16 {
+		return stemS2D
 	}
-	p := *c
-	p.In = in
-	kk := c.K * c.K
-	p.Weight = make([]float32, c.Out*in*kk)
-	for o := 0; o < c.Out; o++ {
-		copy(p.Weight[o*in*kk:], c.Weight[o*c.In*kk:(o+1)*c.In*kk])
+	return stemPlain
+}
+
+// chooseStem returns the stem's form for env, StemEnv's value, on a network
+// of precision p whose float32 input is converted by this package's kernel
+// when kernel is set; why says why the form is not the one env asked for,
+// and is empty when it is or env is empty. An unknown value is an error.
+func chooseStem(env string, p backend.Precision, kernel bool) (form stemForm, why string, err error) {
+	switch env {
+	case "":
+		form = defaultStem(p)
+	case "plain":
+		return stemPlain, "", nil
+	case "s2d":
+		form = stemS2D
+	default:
+		return stemPlain, "", fmt.Errorf("%s=%q: want plain or s2d", StemEnv, env)
 	}
-	return &p
+	if form != stemS2D {
+		return form, "", nil
+	}
+	switch {
+	case p == backend.FP32:
+		why = "s2d needs an NHWC precision (tf32 or fp16)"
+	case !kernel:
+		why = "s2d needs float32 input converted by the input kernel, not cudnnTransformTensor"
+	default:
+		return stemS2D, "", nil
+	}
+	if env == "" {
+		why = "" // the default: nothing was asked
+	}
+	return stemPlain, why, nil
+}
+
+// s2dChannels is the channels a pixel of the space-to-depth input has: the
+// 3 channels of 2x2 image pixels, then 4 zeros.
+const s2dChannels = 16
+
+// s2dTaps is the filter size of the space-to-depth form of a k x k stride-2
+// convolution: ceil(k/2).
+func s2dTaps(k int) int { return (k + 1) / 2 }
+
+// s2dStem returns c, a stride-2 convolution over 3 channels (OIHW weights),
+// as the stride-1 convolution over the space-to-depth input (see above),
+// and that input's height and width for h x w images. Its output is c's, of
+// the same size; c is untouched.
+func s2dStem(c *resnet.FoldedConv, h, w int) (s *resnet.FoldedConv, sh, sw int, err error) {
+	if c.Stride != 2 || c.In != 3 {
+		return nil, 0, 0, fmt.Errorf("space-to-depth stem of a %dx%d/%d convolution over %d channels: want stride 2 over 3", c.K, c.K, c.Stride, c.In)
+	}
+	oh, ow := c.OutSize(h), c.OutSize(w)
+	if oh < 1 || ow < 1 {
+		return nil, 0, 0, fmt.Errorf("space-to-depth stem of %dx%d images: no output", h, w)
+	}
+	taps := s2dTaps(c.K)
+	s = &resnet.FoldedConv{Out: c.Out, In: s2dChannels, K: taps, Stride: 1, Pad: 0, Bias: c.Bias}
+	s.Weight = make([]float32, c.Out*s2dChannels*taps*taps)
+	for o := range c.Out {
+		for dy := range 2 {
+			for dx := range 2 {
+				for ch := range 3 {
+					in := (dy*2+dx)*3 + ch
+					for ky := range taps {
+						for kx := range taps {
+							y, x := 2*ky+dy, 2*kx+dx
+							if y >= c.K || x >= c.K {
+								continue
+							}
+							s.Weight[((o*s2dChannels+in)*taps+ky)*taps+kx] = c.Weight[((o*3+ch)*c.K+y)*c.K+x]
+						}
+					}
+				}
+			}
+		}
+	}
+	return s, oh + taps - 1, ow + taps - 1, nil
 }
 
 // ohwi reorders OIHW weights to OHWI, the layout of NHWC filters.

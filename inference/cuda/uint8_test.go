@@ -49,6 +49,7 @@ func runUint8(t testing.TB, e backend.Engine, x []uint8, n int) []float32 {
 // converted by the kernel is the input itself (rounded to half for fp16).
 func TestInputKernelBits(t *testing.T) {
 	requireGPU(t)
+	t.Setenv(StemEnv, "plain") // the s2d stem's kernels: TestS2DInputKernelBits
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
 	const n, h, wd = 3, 40, 36
@@ -100,11 +101,11 @@ type converted struct {
 }
 
 // convertOnDevice copies x (uint8) or f (float32) into slot 0 of w, runs the
-// input conversion alone and returns its output.
+// input conversion alone and returns its output (n stem inputs).
 func convertOnDevice(t *testing.T, w *worker, x []uint8, f []float32, uint8In bool, n int) converted {
 	t.Helper()
 	net := w.e.net
-	count := len(x)
+	count := n * net.stemInput()
 	var out converted
 	err := withContext(w.dev, func() error {
 		s := &w.slots[0]
@@ -203,6 +204,7 @@ func TestUint8MatchesHostNormalised(t *testing.T) {
 // this package's kernel gives the logits of cudnnTransformTensor.
 func TestInputKernelMatchesTransform(t *testing.T) {
 	requireGPU(t)
+	t.Setenv(StemEnv, "plain") // cudnnTransformTensor cannot write the s2d stem's input
 	m, err := resnet.New(resnet.ResNet18(), 7)
 	require.NoError(t, err)
 	const n = 8

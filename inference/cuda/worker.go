@@ -180,7 +180,7 @@ func (w *worker) init() error {
 		}
 	}
 	if net.transform {
-		if w.x, err = w.alloc(el * b * net.stemIn * o.Height * o.Width); err != nil {
+		if w.x, err = w.alloc(el * b * net.stemInput()); err != nil {
 			return err
 		}
 	}
