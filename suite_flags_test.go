@@ -142,10 +142,17 @@ const (
 	httpT   = "http"
 	grpcSHM = "grpc-shm"
 	httpSHM = "http-shm"
+	// The CUDA shared-memory transports put tensors in the suite's GPU
+	// memory, which the server (cuda) copies device to device.
+	grpcCudaSHM = "grpc-cudashm"
+	httpCudaSHM = "http-cudashm"
 )
 
 // shmTransport reports whether tr puts tensors in system shared memory.
 func shmTransport(tr string) bool { return strings.HasSuffix(tr, "-shm") }
+
+// cudaSHMTransport reports whether tr puts tensors in CUDA shared memory.
+func cudaSHMTransport(tr string) bool { return strings.HasSuffix(tr, "-cudashm") }
 
 // target is one -target URL: its protocol (grpc or http) and address.
 type target struct {

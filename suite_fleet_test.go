@@ -19,7 +19,7 @@ import (
 
 // wireSpec is what a sub-benchmark over a wire transport drives.
 type wireSpec struct {
-	transport string // grpc, http, grpc-shm, http-shm
+	transport string // grpc, http, grpc-shm, http-shm, grpc-cudashm, http-cudashm
 	servers   int    // servers driven at once
 	p         point  // their configuration (started servers), or only the batch (-target)
 	// outstanding bounds the requests in flight (closed load), or is 0 when
@@ -105,11 +105,11 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 	if spec.p.input == "uint8" { // the in-process input's bytes
 		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), suite.flags.seed)}
 	}
-	if !shmTransport(spec.transport) {
+	if !shmTransport(spec.transport) && !cudaSHMTransport(spec.transport) {
 		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{in}}
 		return f, nil
 	}
-	f.shm, err = newSHMSet(ctx, f, in)
+	f.shm, err = newSHMSet(ctx, f, in, cudaSHMTransport(spec.transport))
 	return f, err
 }
 
@@ -308,7 +308,7 @@ func (f *fleet) close() error {
 	wg.Wait()
 	errs = append(errs, stops...)
 	if f.shm != nil {
-		errs = append(errs, f.shm.in.Close(), f.shm.out.Close())
+		errs = append(errs, f.shm.free())
 	}
 	return errors.Join(errs...)
 }
@@ -345,9 +345,14 @@ func (t fleetTarget) Send(ctx context.Context, at time.Time) (func() error, erro
 
 // shmSet is a fleet's shared memory: one input region holding the batch,
 // and one output region of slots, one per request in flight, both
-// registered on every server under the same names.
+// registered on every server under the same names. System shared memory is
+// one POSIX shared-memory object each, which every server maps; CUDA shared
+// memory is GPU memory of the suite's, an input and an output allocation per
+// server, on that server's (first) GPU.
 type shmSet struct {
-	in, out         *client.SharedMemoryObject
+	cuda            bool
+	in, out         *client.SharedMemoryObject // system shared memory
+	cudaIn, cudaOut []*client.CUDAMemory       // CUDA shared memory, by server
 	inName, outName string
 	reqs            []*client.InferRequest // one per output slot
 	slots           slotPool
@@ -359,8 +364,9 @@ var shmSeq atomic.Uint64
 // requests in flight (burst and open loads).
 const shmOutputBudget = 256 << 20
 
-// newSHMSet creates and registers f's regions.
-func newSHMSet(ctx context.Context, f *fleet, in client.Tensor) (*shmSet, error) {
+// newSHMSet creates and registers f's regions: in CUDA shared memory when
+// cuda is set, else in system shared memory.
+func newSHMSet(ctx context.Context, f *fleet, in client.Tensor, cuda bool) (*shmSet, error) {
 	shape, data := in.Shape, in.Data
 	batch := int(shape[0])
 	outBytes, err := f.model.outputBytes(batch)
@@ -372,24 +378,15 @@ func newSHMSet(ctx context.Context, f *fleet, in client.Tensor) (*shmSet, error)
 		slots = int(min(4096, max(1, shmOutputBudget/outBytes)))
 	}
 	base := fmt.Sprintf("inferbench-suite-%d-%d", os.Getpid(), shmSeq.Add(1))
-	s := &shmSet{inName: base + "-in", outName: base + "-out", slots: slotPool{n: slots}}
-	if s.in, err = client.CreateSharedMemory("/"+s.inName, len(data)); err != nil {
-		return nil, err
+	s := &shmSet{cuda: cuda, inName: base + "-in", outName: base + "-out", slots: slotPool{n: slots}}
+	if cuda {
+		err = s.registerCUDA(ctx, f, data, int(outBytes)*slots)
+	} else {
+		err = s.registerSystem(ctx, f, data, int(outBytes)*slots)
 	}
-	if s.out, err = client.CreateSharedMemory("/"+s.outName, int(outBytes)*slots); err != nil {
-		s.in.Close()
-		return nil, err
+	if err != nil {
+		return s, err // the fleet's close unregisters and frees what was made
 	}
-	copy(s.in.Bytes(), data)
-	for i, c := range f.clients {
-		for _, r := range []*client.SharedMemoryObject{s.in, s.out} {
-			name := strings.TrimPrefix(r.Key(), "/")
-			if err := c.RegisterSystemSharedMemory(ctx, name, r.Key(), 0, uint64(len(r.Bytes()))); err != nil {
-				return s, fmt.Errorf("server %d: registering shared memory: %w", i, err)
-			}
-		}
-	}
-	f.shm = s // so that close unregisters what was registered
 	inRegion := &client.Region{Name: s.inName, ByteSize: int64(len(data))}
 	for k := range slots {
 		req := &client.InferRequest{Model: f.model.name, OutputRegions: map[string]client.Region{},
@@ -409,6 +406,65 @@ func newSHMSet(ctx context.Context, f *fleet, in client.Tensor) (*shmSet, error)
 	return s, nil
 }
 
+// registerSystem makes the two POSIX shared-memory objects, writes the
+// input and registers both on every server.
+func (s *shmSet) registerSystem(ctx context.Context, f *fleet, data []byte, outBytes int) error {
+	var err error
+	if s.in, err = client.CreateSharedMemory("/"+s.inName, len(data)); err != nil {
+		return err
+	}
+	if s.out, err = client.CreateSharedMemory("/"+s.outName, outBytes); err != nil {
+		return err
+	}
+	copy(s.in.Bytes(), data)
+	for i, c := range f.clients {
+		for _, r := range []*client.SharedMemoryObject{s.in, s.out} {
+			name := strings.TrimPrefix(r.Key(), "/")
+			if err := c.RegisterSystemSharedMemory(ctx, name, r.Key(), 0, uint64(len(r.Bytes()))); err != nil {
+				return fmt.Errorf("server %d: registering shared memory: %w", i, err)
+			}
+			f.shm = s // so that close unregisters what was registered
+		}
+	}
+	return nil
+}
+
+// registerCUDA allocates an input and an output on each server's GPU,
+// writes the input and registers both there. A server the suite started
+// with GPUs of its own (-servers on cuda: CUDA_VISIBLE_DEVICES) counts from
+// its first GPU, the suite's i*devices, which it calls 0.
+func (s *shmSet) registerCUDA(ctx context.Context, f *fleet, data []byte, outBytes int) error {
+	for i, c := range f.clients {
+		dev := 0
+		if f.procs != nil && suite.servers != nil && f.spec.p.be == "cuda" {
+			dev = i * f.spec.p.devices
+		}
+		in, err := client.AllocCUDA(dev, len(data))
+		if err != nil {
+			return err
+		}
+		s.cudaIn = append(s.cudaIn, in)
+		out, err := client.AllocCUDA(dev, outBytes)
+		if err != nil {
+			return err
+		}
+		s.cudaOut = append(s.cudaOut, out)
+		if err := in.Write(0, data); err != nil {
+			return err
+		}
+		for _, r := range []struct {
+			name string
+			mem  *client.CUDAMemory
+		}{{s.inName, in}, {s.outName, out}} {
+			if err := c.RegisterCudaSharedMemory(ctx, r.name, r.mem.Handle(), 0, uint64(r.mem.Size())); err != nil {
+				return fmt.Errorf("server %d: registering CUDA shared memory: %w", i, err)
+			}
+			f.shm = s // so that close unregisters what was registered
+		}
+	}
+	return nil
+}
+
 // unregister removes the regions from every server.
 func (s *shmSet) unregister(clients []wireClient) error {
 	var errs []error
@@ -416,10 +472,31 @@ func (s *shmSet) unregister(clients []wireClient) error {
 	defer cancel()
 	for _, c := range clients {
 		for _, name := range []string{s.inName, s.outName} {
-			if err := c.UnregisterSystemSharedMemory(ctx, name); err != nil {
+			var err error
+			if s.cuda {
+				err = c.UnregisterCudaSharedMemory(ctx, name)
+			} else {
+				err = c.UnregisterSystemSharedMemory(ctx, name)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("unregistering %s: %w", name, err))
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// free removes the shared-memory objects or frees the GPU memory (after
+// the servers let go of it).
+func (s *shmSet) free() error {
+	var errs []error
+	for _, o := range []*client.SharedMemoryObject{s.in, s.out} {
+		if o != nil {
+			errs = append(errs, o.Close())
+		}
+	}
+	for _, m := range append(s.cudaIn, s.cudaOut...) {
+		errs = append(errs, m.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 type wireClient interface {
 	client.Client
 	client.SharedMemory
+	client.CudaSharedMemory
 	client.Statistics
 }
 
@@ -38,6 +39,7 @@ type remoteModel struct {
 	server     string // the server's name and version
 	stats      bool   // the server offers the statistics extension
 	shm        bool   // ... and system shared memory
+	cudaSHM    bool   // ... and CUDA shared memory
 }
 
 // remoteOutput is one output: its name and bytes per image (-1: the model
@@ -62,6 +64,7 @@ func learnModel(ctx context.Context, c wireClient, name string, h, w int) (remot
 	m.server = strings.TrimSpace(sm.Name + " " + sm.Version)
 	m.stats = slices.Contains(sm.Extensions, "statistics")
 	m.shm = slices.Contains(sm.Extensions, "system_shared_memory")
+	m.cudaSHM = slices.Contains(sm.Extensions, "cuda_shared_memory")
 	md, err := c.ModelMetadata(ctx, name, "")
 	if err != nil {
 		return m, fmt.Errorf("model %q: metadata: %w", name, err)
@@ -168,6 +171,9 @@ func (c *suiteConfig) probeTargets(ctx context.Context) error {
 		m.stats = m.stats && o.stats
 		if !o.shm && slices.ContainsFunc(c.transports, shmTransport) {
 			return errors.New("-transports: a target does not offer the system_shared_memory extension")
+		}
+		if !o.cudaSHM && slices.ContainsFunc(c.transports, cudaSHMTransport) {
+			return errors.New("-transports: a target does not offer the cuda_shared_memory extension")
 		}
 	}
 	for _, b := range c.batchesFor("target") {

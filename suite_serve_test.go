@@ -135,7 +135,9 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 }
 
 // schemeOf is the protocol a transport speaks: grpc or http.
-func schemeOf(transport string) string { return strings.TrimSuffix(transport, "-shm") }
+func schemeOf(transport string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(transport, "-cudashm"), "-shm")
+}
 
 // serveEnv returns the environment of server i of n on point p: with -servers
 // on cuda, its own devices (CUDA_VISIBLE_DEVICES, counted within this

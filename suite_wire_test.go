@@ -175,7 +175,7 @@ func TestWireFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"transport", []string{"-transports", "tcp"}, `-transports "tcp": "tcp" is not one of inproc, grpc, http, grpc-shm, http-shm`},
+		{"transport", []string{"-transports", "tcp"}, `-transports "tcp": "tcp" is not one of inproc, grpc, http, grpc-shm, http-shm, grpc-cudashm, http-cudashm`},
 		{"no transport", []string{"-transports", ","}, `-transports ",": give at least one of inproc`},
 		{"scheme", []string{"-target", "ftp://127.0.0.1:1"}, `-target "ftp://127.0.0.1:1": "ftp://127.0.0.1:1": want grpc://host:port or http://host:port`},
 		{"no port", []string{"-target", "grpc://localhost"}, `"grpc://localhost": want grpc://host:port or http://host:port, with a port`},
@@ -183,10 +183,13 @@ func TestWireFlagErrors(t *testing.T) {
 		{"two protocols", []string{"-target", "grpc://127.0.0.1:1,http://127.0.0.1:2"}, `all targets must speak one protocol (grpc:// first)`},
 		{"twice", []string{"-target", "grpc://127.0.0.1:1", "-target", "grpc://127.0.0.1:1"}, `listed twice`},
 		{"transport of another scheme", []string{"-target", "grpc://127.0.0.1:1", "-transports", "grpc,http"},
-			`-transports "grpc,http": a grpc:// target is reached over grpc or grpc-shm, not "http"`},
+			`-transports "grpc,http": a grpc:// target is reached over grpc or grpc-shm or grpc-cudashm, not "http"`},
 		{"inproc with a target", []string{"-target", "http://127.0.0.1:1", "-transports", "inproc"}, `not "inproc"`},
 		{"shared memory afar", []string{"-target", "grpc://192.0.2.1:8001", "-transports", "grpc-shm"},
 			`-transports "grpc-shm": grpc-shm needs the server on this machine, and target grpc://192.0.2.1:8001 is not`},
+		{"CUDA shared memory", []string{"-transports", "grpc-cudashm"}, map[string]string{
+			"":     `-transports "grpc-cudashm": grpc-cudashm puts tensors in the suite's GPU memory: build the suite with -tags cuda`,
+			"cuda": `-transports "grpc-cudashm": grpc-cudashm needs -backends cuda: the server's GPU reads the suite's GPU memory`}[suiteTags]},
 		{"settings of a target", []string{"-target", "grpc://127.0.0.1:1", "-workers", "2"}, `-workers "2": -target drives a running server, which has its own settings: give -workers or -target, not both`},
 		{"servers of a target", []string{"-target", "grpc://127.0.0.1:1", "-servers", "2"}, `give -servers or -target`},
 		{"servers in process", []string{"-servers", "2"}, `-servers "2": -servers starts server processes: add a wire transport`},

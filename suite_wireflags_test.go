@@ -33,10 +33,10 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 			}
 		}
 	}
-	allowed := []string{inproc, grpcT, httpT, grpcSHM, httpSHM}
+	allowed := []string{inproc, grpcT, httpT, grpcSHM, httpSHM, grpcCudaSHM, httpCudaSHM}
 	if len(c.targets) > 0 {
 		s := c.targets[0].scheme
-		allowed = []string{s, s + "-shm"}
+		allowed = []string{s, s + "-shm", s + "-cudashm"}
 	}
 	switch {
 	case f.transports == "":
@@ -58,11 +58,17 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 	}
 	wire := slices.ContainsFunc(c.transports, func(tr string) bool { return tr != inproc })
 	for _, tr := range c.transports {
-		if !shmTransport(tr) {
+		cuda := cudaSHMTransport(tr)
+		if !shmTransport(tr) && !cuda {
 			continue
 		}
-		if runtime.GOOS != "linux" {
+		switch {
+		case runtime.GOOS != "linux" && !cuda:
 			return badFlag("transports", f.transports, "%s needs POSIX shared memory as Linux keeps it (/dev/shm)", tr)
+		case cuda && suiteTags != "cuda":
+			return badFlag("transports", f.transports, "%s puts tensors in the suite's GPU memory: build the suite with -tags cuda", tr)
+		case cuda && len(c.targets) == 0 && tf.bench != "" && slices.ContainsFunc(c.backends, func(be string) bool { return be != "cuda" }):
+			return badFlag("transports", f.transports, "%s needs -backends cuda: the server's GPU reads the suite's GPU memory", tr)
 		}
 		for _, t := range c.targets {
 			if !t.local {
@@ -77,7 +83,7 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 		return badFlag("servers", f.servers, "give at least one number of servers")
 	}
 	if c.servers != nil && !wire {
-		return badFlag("servers", f.servers, "-servers starts server processes: add a wire transport (-transports grpc, http, grpc-shm or http-shm)")
+		return badFlag("servers", f.servers, "-servers starts server processes: add a wire transport (-transports grpc, http, grpc-shm, http-shm, grpc-cudashm or http-cudashm)")
 	}
 	if f.serveBin != "" {
 		st, err := os.Stat(f.serveBin)

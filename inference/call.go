@@ -24,11 +24,17 @@ type Request struct {
 	// Logits, if its length is n*Classes, receives the logits instead of a new
 	// slice.
 	Logits []float32
+	// DeviceLogits, if not zero, receives the logits in GPU memory from
+	// Server.OpenIPC instead, exactly 4*n*Classes bytes, copied device to
+	// device; the Response's Logits.Data is then nil. The server writes it
+	// until the call is answered, as it reads Input.
+	DeviceLogits DeviceMemory
 }
 
 // Response is the answer to one request.
 type Response struct {
-	// Logits is [n, classes], owned by the caller.
+	// Logits is [n, classes], owned by the caller; its Data is nil when the
+	// logits went to Request.DeviceLogits.
 	Logits Tensor
 	Timing Timing
 }
@@ -58,8 +64,12 @@ type Call struct {
 	cancel context.CancelFunc // of the deadline context, when the request has a timeout
 	in     []float32          // Request.Input.Data (float32 input, or uint8 input widened on the host)
 	bytes  []uint8            // Request.Input.Bytes, for a back-end that normalises uint8 on the device
-	n      int                // images
-	done   chan struct{}
+	// dev is Request.Input.Device (devUint8: it holds uint8 bytes), devOut
+	// Request.DeviceLogits; zero for host memory.
+	dev, devOut DeviceMemory
+	devUint8    bool
+	n           int // images
+	done        chan struct{}
 
 	// answered is set by whoever answers the call (claim), exactly once.
 	answered atomic.Bool

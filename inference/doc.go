@@ -21,10 +21,14 @@
 //  3. Optional dynamic batching (Config.MaxQueueDelay > 0): queued requests are
 //     merged, never split, into batches of at most MaxBatch images.
 //  4. Copy-in: a worker hands the batch to its back-end (backend.Worker.CopyIn):
-//     on a GPU, an asynchronous copy from pinned memory on a copy stream.
+//     on a GPU, an asynchronous copy from pinned memory on a copy stream. An
+//     input already in GPU memory (Tensor.Device: another process's memory
+//     mapped with Server.OpenIPC, on back-ends where Server.DeviceIO) is
+//     copied device to device instead (backend.DeviceWorker).
 //  5. Compute: the forward pass on the worker's own stream (CUDA) or cores (CPU).
 //  6. Copy-out: the logits return to host memory and are scattered to the
-//     callers; each Call is answered exactly once, with the logits and a Timing
+//     callers (or, for Request.DeviceLogits, are copied device to device);
+//     each Call is answered exactly once, with the logits and a Timing
 //     that splits its latency into queue, copy-in, compute and copy-out.
 //  7. Measurement: every answer feeds a latency histogram and per-stage sums
 //     in the worker's own shard, read together as cumulative Stats (difference

@@ -33,9 +33,17 @@ type InputError struct {
 	//   - "height x width": the image is smaller than 32x32, which no ResNet takes;
 	//   - "height", "width": Shape[2] or Shape[3] is not the server's;
 	//   - "batch": Shape[0] is outside 1..MaxBatch;
-	//   - "data": len(Data) is not the product of Shape;
-	//   - "value": a NaN or ±Inf value (only with Config.RejectNonFinite);
-	//   - "logits buffer": Request.Logits is set but does not hold n x classes values.
+	//   - "data": len(Data) is not the product of Shape (for Device: its bytes
+	//     are not those of the shape), or Device is set beside Data or Bytes;
+	//   - "value": a NaN or ±Inf value (only with Config.RejectNonFinite,
+	//     which refuses every input in device memory: it cannot be checked);
+	//   - "logits buffer": Request.Logits is set but does not hold n x classes
+	//     values, Request.DeviceLogits does not hold 4 x n x classes bytes, or
+	//     both are set;
+	//   - "device memory": an input or logits in device memory on a server
+	//     whose back-end cannot take them (Server.DeviceIO is false), or a
+	//     uint8 input in device memory that the back-end would have to
+	//     normalise on the host.
 	Field string
 	Want  string
 	Got   string

@@ -119,11 +119,14 @@ func (l *lane) deliver(b *batch) {
 		if !c.claim() {
 			continue // answered already (Close): leave the caller's buffer alone
 		}
-		logits := c.resp.Logits.Data // the caller's buffer, if it gave one
-		if logits == nil {
-			logits = make([]float32, rows)
+		var logits []float32 // none for device logits: CopyOutDevice wrote them
+		if c.devOut.IsZero() {
+			logits = c.resp.Logits.Data // the caller's buffer, if it gave one
+			if logits == nil {
+				logits = make([]float32, rows)
+			}
+			copy(logits, src)
 		}
-		copy(logits, src)
 		t.Started, t.Done = b.started, done
 		t.Queue = b.started.Sub(t.Admitted)
 		t.CopyIn, t.Compute, t.CopyOut = stages[metrics.CopyIn], stages[metrics.Compute], stages[metrics.CopyOut]

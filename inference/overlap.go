@@ -152,7 +152,7 @@ func (o *overlapWorker) copyOutStage() {
 	for b := range o.toCopyOut {
 		slot := slotToken(b.slot)
 		t0 := time.Now()
-		if o.step(b, "copy-out", func() error { return o.w.CopyOut(int(slot), b.n) }) &&
+		if o.step(b, "copy-out", func() error { return b.startCopyOut(o.w, int(slot)) }) &&
 			o.step(b, "wait", func() (err error) { b.times, err = o.w.Wait(int(slot)); return err }) {
 			b.copyOut = trace.Span{Start: t0, End: time.Now()}
 			o.deliver(b)

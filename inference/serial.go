@@ -56,7 +56,7 @@ func (w serialWorker) runBatch(b *batch) error {
 		return err
 	}
 	t2 := time.Now()
-	if err := guard("copy-out", func() error { return w.w.CopyOut(0, b.n) }); err != nil {
+	if err := guard("copy-out", func() error { return b.startCopyOut(w.w, 0) }); err != nil {
 		return err
 	}
 	err := guard("wait", func() (err error) { b.times, err = w.w.Wait(0); return err })

@@ -27,6 +27,10 @@ type Server struct {
 	// with table (Config.Normalization).
 	deviceUint8 bool
 	table       [][256]float32
+	// deviceIO says the back-end reads inputs from and writes logits to
+	// device memory from OpenIPC (see DeviceIO).
+	deviceIO    bool
+	backendName string
 	warm        Warmup
 	info        backend.Info
 
@@ -136,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	if !s.deviceUint8 {
 		s.table = cfg.Normalization.Table()
 	}
+	s.deviceIO, s.backendName = supportsDeviceIO(s.eng, s.workers), be.Name()
 	if len(s.workers) != cfg.Workers {
 		s.eng.Close()
 		return nil, fmt.Errorf("inference: %s back-end made %d workers, want %d", be.Name(), len(s.workers), cfg.Workers)
@@ -302,6 +307,10 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 		s.counts.rejected.Add(1)
 		return nil, &InputError{Field: "logits buffer", Want: fmt.Sprintf("%d values", n*s.classes), Got: fmt.Sprintf("%d", len(req.Logits))}
 	}
+	if err := s.checkDevice(&req, n); err != nil {
+		s.counts.rejected.Add(1)
+		return nil, err
+	}
 	now := time.Now()
 	sent := req.Sent
 	if sent.IsZero() {
@@ -319,8 +328,8 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 		s.counts.rejected.Add(1)
 		return nil, err
 	}
-	c := &Call{ctx: ctx, in: req.Input.Data, n: n, done: make(chan struct{})}
-	if req.Input.Datatype == Uint8 {
+	c := &Call{ctx: ctx, in: req.Input.Data, n: n, done: make(chan struct{}), dev: req.Input.Device, devOut: req.DeviceLogits}
+	if c.dev.IsZero() && req.Input.Datatype == Uint8 {
 		if s.deviceUint8 {
 			c.in, c.bytes = nil, req.Input.Bytes
 		} else {
@@ -328,6 +337,7 @@ func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
 			backend.Widen(c.in, req.Input.Bytes, s.table, s.geom.height*s.geom.width)
 		}
 	}
+	c.devUint8 = !c.dev.IsZero() && req.Input.Datatype == Uint8
 	c.resp.Logits.Data = req.Logits
 	c.resp.Timing.Sent, c.resp.Timing.Admitted = sent, now
 	c.resp.Timing.ID = s.ids.Add(1)

@@ -18,7 +18,17 @@ type Tensor struct {
 	// is Float32 (Data).
 	Datatype Datatype
 	Bytes    []uint8
+	// Device, when not zero, holds an input's values in GPU memory instead
+	// of Data or Bytes (both then nil): float32 values, or bytes when
+	// Datatype is Uint8, in memory mapped with Server.OpenIPC (a client's
+	// CUDA shared-memory region). Only a server whose back-end reads device
+	// memory takes it (Server.DeviceIO).
+	Device DeviceMemory
 }
+
+// DeviceMemory is a range of GPU memory the server did not allocate (see
+// backend.DeviceMemory).
+type DeviceMemory = backend.DeviceMemory
 
 // Datatype is the element type of an input Tensor.
 type Datatype int
@@ -43,6 +53,14 @@ func (d Datatype) String() string {
 	return fmt.Sprintf("Datatype(%d)", int(d))
 }
 
+// size is the bytes of one element.
+func (d Datatype) size() int {
+	if d == Uint8 {
+		return 1
+	}
+	return 4
+}
+
 // ParseDatatype is the inverse of Datatype.String.
 func ParseDatatype(s string) (Datatype, error) {
 	switch s {
@@ -61,7 +79,7 @@ type Normalization = backend.Normalization
 // ImageNet is torchvision's normalisation for ImageNet-trained models.
 var ImageNet = backend.ImageNet
 
-// values is the number of input elements t holds.
+// values is the number of input elements t holds in host memory.
 func (t *Tensor) values() int {
 	if t.Datatype == Uint8 {
 		return len(t.Bytes)
@@ -87,7 +105,7 @@ func (g *geometry) check(in *Tensor) error {
 	if in.Datatype != Float32 && in.Datatype != Uint8 {
 		return &InputError{Field: "datatype", Want: "fp32 or uint8", Got: in.Datatype.String()}
 	}
-	if in.Shape == nil && in.Data == nil && in.Bytes == nil {
+	if in.Shape == nil && in.Data == nil && in.Bytes == nil && in.Device.IsZero() {
 		return &InputError{Field: "input", Want: fmt.Sprintf("[n,%d,%d,%d] float32 tensor", g.channels, g.height, g.width), Got: "nil"}
 	}
 	if len(in.Shape) != 4 {
@@ -108,6 +126,18 @@ func (g *geometry) check(in *Tensor) error {
 	}
 	if n < 1 || n > g.maxBatch {
 		return &InputError{Field: "batch", Want: fmt.Sprintf("1..%d", g.maxBatch), Got: fmt.Sprint(n)}
+	}
+	if !in.Device.IsZero() {
+		if in.Data != nil || in.Bytes != nil {
+			return &InputError{Field: "data", Want: "values in Device or in Data/Bytes, not both", Got: "both"}
+		}
+		if want := n * c * h * w * in.Datatype.size(); in.Device.Bytes != want {
+			return &InputError{Field: "data", Want: fmt.Sprintf("%d bytes of device memory for %s shape %v", want, in.Datatype, in.Shape), Got: fmt.Sprintf("%d bytes", in.Device.Bytes)}
+		}
+		if g.rejectNonFinite && in.Datatype == Float32 {
+			return &InputError{Field: "value", Want: "host memory, whose values can be checked (Config.RejectNonFinite)", Got: "device memory"}
+		}
+		return nil
 	}
 	if want := n * c * h * w; in.values() != want {
 		return &InputError{Field: "data", Want: fmt.Sprintf("%d values for shape %v", want, in.Shape), Got: fmt.Sprintf("%d values", in.values())}

@@ -87,8 +87,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
-	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "system shared memory: regions clients may have registered (and mapped) at once; 0 turns the extension off")
-	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "system shared memory: total bytes of those regions at most")
+	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "shared memory (system and, on -backend cuda, CUDA): regions clients may have registered (and mapped) at once; 0 turns both extensions off")
+	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "shared memory: total bytes of those regions at most")
 	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std (on the GPU with -backend cuda, else on the host)")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
 	fs.StringVar(&f.logFormat, "log", "text", "log format: text or json")
@@ -185,7 +185,7 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
 	}
 	if f.shmMaxRegions < 0 {
-		return fmt.Errorf("-shm-max-regions %d: must not be negative (0 turns system shared memory off)", f.shmMaxRegions)
+		return fmt.Errorf("-shm-max-regions %d: must not be negative (0 turns shared memory off)", f.shmMaxRegions)
 	}
 	if f.shmMaxBytes < 1 {
 		return fmt.Errorf("-shm-max-bytes %d: must be at least 1", f.shmMaxBytes)

@@ -17,7 +17,10 @@
 // SharedMemory interface both clients implement): register a region of a
 // POSIX shared-memory object, then send inputs with a Region and ask for
 // outputs in InferRequest.OutputRegions; only the request's header crosses
-// the socket. CreateSharedMemory makes and maps such an object from Go.
+// the socket. CreateSharedMemory makes and maps such an object from Go. CUDA
+// shared memory (Triton's other extension, CudaSharedMemory) works the same
+// with GPU memory registered by its CUDA IPC handle; AllocCUDA makes such
+// memory in a -tags cuda build.
 //
 // Both clients also read a model's statistics (Triton's extension,
 // Statistics), cumulative figures that the server measured itself. A

@@ -25,8 +25,8 @@ import (
 const findWorkspace = 256 << 20
 
 // engine is a model ready to run on one or more GPUs. It implements
-// backend.Engine, backend.Allocator and backend.HostRegistrar. Its methods
-// are safe for concurrent use.
+// backend.Engine, backend.Allocator, backend.HostRegistrar and
+// backend.DeviceRegistrar. Its methods are safe for concurrent use.
 type engine struct {
 	opts    backend.Options
 	folded  *resnet.Folded
@@ -47,6 +47,10 @@ type engine struct {
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
 	registered []hostRange // caller's memory page-locked by RegisterHost
+
+	ipcMu     sync.Mutex
+	ipc       []*ipcMapping // other processes' GPU memory mapped by OpenIPC
+	ipcClosed bool          // Close closed them: OpenIPC refuses
 
 	closeOnce sync.Once
 	closeErr  error
@@ -324,7 +328,7 @@ func (e *engine) Close() error {
 		}
 		e.host = nil
 		e.hostMu.Unlock()
-		errs = append(errs, e.unregisterAllHost())
+		errs = append(errs, e.unregisterAllHost(), e.closeAllIPC())
 		for _, d := range e.devices {
 			errs = append(errs, d.close())
 		}

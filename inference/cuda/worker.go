@@ -548,27 +548,6 @@ func (w *worker) timeForward(p *plan) (time.Duration, error) {
 	return runs[len(runs)/2], nil
 }
 
-// CopyOut starts copying the logits of n images to Output(slot), after compute.
-func (w *worker) CopyOut(slot, n int) error {
-	s := &w.slots[slot]
-	if n < 1 || n > w.e.opts.MaxBatch {
-		return fmt.Errorf("cuda: copy out %d images", n)
-	}
-	if w.overlap {
-		if err := w.out.WaitEvent(s.evComp1); err != nil {
-			return w.wrap("copy-out", err)
-		}
-	}
-	if err := s.evOut0.Record(w.out); err != nil {
-		return w.wrap("copy-out", err)
-	}
-	bytes := 4 * n * w.e.net.classes
-	if err := cudadrv.MemcpyDtoHAsync(unsafe.Pointer(&s.out[0]), s.outDev, bytes, w.out); err != nil {
-		return w.wrap("copy-out", err)
-	}
-	return w.wrap("copy-out", s.evOut1.Record(w.out))
-}
-
 // Wait blocks until slot's logits are in Output(slot) and returns the stage
 // times measured with events; Compute and LaunchGap are split by splitSpan.
 func (w *worker) Wait(slot int) (backend.Times, error) {

@@ -218,12 +218,12 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			doneIn = func(bool) { m.inputs.put(in) }
 		}
 	}
-	logits, doneOut, err := s.output(m, n, outShm)
+	logits, devLogits, doneOut, err := s.output(m, n, outShm)
 	if err != nil {
 		doneIn(false)
 		return nil, err
 	}
-	if err := m.run(ctx, inference.Request{Input: in, Logits: logits}, timeout, both(doneIn, doneOut)); err != nil {
+	if err := m.run(ctx, inference.Request{Input: in, Logits: logits, DeviceLogits: devLogits}, timeout, both(doneIn, doneOut)); err != nil {
 		return nil, err
 	}
 	out := &v2pb.ModelInferResponse_InferOutputTensor{Name: OutputName, Datatype: FP32, Shape: []int64{int64(n), int64(m.classes)}}
@@ -232,7 +232,7 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 	case outShm != nil:
 		out.Parameters = map[string]*v2pb.InferParameter{
 			paramShmRegion:   {ParameterChoice: &v2pb.InferParameter_StringParam{StringParam: outShm.region}},
-			paramShmByteSize: {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: int64(4 * len(logits))}},
+			paramShmByteSize: {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: int64(4 * n * m.classes)}},
 		}
 		if outShm.offset != 0 {
 			out.Parameters[paramShmOffset] = &v2pb.InferParameter{ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: outShm.offset}}

@@ -76,13 +76,13 @@ func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
 		s.httpError(w, err)
 		return
 	}
-	logits, doneOut, err := s.output(m, req.n, req.outShm)
+	logits, devLogits, doneOut, err := s.output(m, req.n, req.outShm)
 	if err != nil {
 		doneIn(false)
 		s.httpError(w, err)
 		return
 	}
-	err = m.run(r.Context(), inference.Request{Input: in, Logits: logits}, req.timeout, both(doneIn, doneOut))
+	err = m.run(r.Context(), inference.Request{Input: in, Logits: logits, DeviceLogits: devLogits}, req.timeout, both(doneIn, doneOut))
 	if err != nil {
 		s.httpError(w, err)
 		return

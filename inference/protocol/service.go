@@ -6,12 +6,13 @@ import (
 	"sync/atomic"
 )
 
-// Extensions the server reports in its metadata: Triton's binary tensor
-// data, model configuration and statistics extensions, and its system
-// shared-memory extension unless Options.SharedMemory turns it off (see
-// Service.Extensions). CUDA shared memory is not supported (its endpoints
-// answer so) and not reported.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "statistics", "system_shared_memory"}
+// Extensions the server may report in its metadata: Triton's binary tensor
+// data, model configuration and statistics extensions, its system
+// shared-memory extension unless Options.SharedMemory turns shared memory
+// off, and its CUDA shared-memory extension when, besides, the model's
+// server reads GPU memory (Server.DeviceIO: the cuda back-end). See
+// Service.Extensions.
+var Extensions = []string{"binary_tensor_data", "model_configuration", "statistics", "system_shared_memory", "cuda_shared_memory"}
 
 // DefaultGCPercent is the Go garbage collector target (GOGC) that
 // cmd/inferbench serve sets unless GOGC is in its environment, and that
@@ -32,9 +33,9 @@ type Options struct {
 	// gRPC messages are bounded by the grpc.Server's options (see
 	// GRPCServerOptions).
 	MaxBodyBytes int64
-	// SharedMemory bounds the system shared-memory regions clients register;
-	// the zero value allows DefaultMaxRegions regions of at most
-	// DefaultSharedMemoryBytes in all, under /dev/shm.
+	// SharedMemory bounds the shared-memory regions (system and CUDA)
+	// clients register; the zero value allows DefaultMaxRegions regions of at
+	// most DefaultSharedMemoryBytes in all, system ones under /dev/shm.
 	SharedMemory SharedMemoryLimits
 	// Log receives what the front door notices but answers no request with
 	// (a shared-memory region the back-end could not page-lock); nil means
@@ -71,16 +72,17 @@ func New(m *Model, opts Options) *Service {
 		opts.Log = slog.Default()
 	}
 	s.opts.Log = opts.Log
-	s.shm = newSHMRegistry(opts.SharedMemory, m.srv.RegisterHost, opts.Log)
+	s.shm = newSHMRegistry(opts.SharedMemory, m.srv, opts.Log)
 	return s
 }
 
 // Extensions are the protocol extensions this Service reports in its server
-// metadata: Extensions, less system_shared_memory when it is turned off.
+// metadata: Extensions, less system_shared_memory when it is turned off and
+// cuda_shared_memory unless it is supported and on.
 func (s *Service) Extensions() []string {
 	var out []string
 	for _, e := range Extensions {
-		if e == "system_shared_memory" && !s.shm.enabled() {
+		if e == "system_shared_memory" && !s.shm.enabled() || e == "cuda_shared_memory" && !s.shm.cudaEnabled() {
 			continue
 		}
 		out = append(out, e)
@@ -147,8 +149,8 @@ func (s *Service) admit(m *Model) error {
 	return nil
 }
 
-// Close frees the front door's idle buffers and unregisters every system
-// shared-memory region (unmapping it). Call it after the transports stopped
+// Close frees the front door's idle buffers and unregisters every
+// shared-memory region, system and CUDA (unmapping it). Call it after the transports stopped
 // and before shutting the model's server down. The error reports any region
 // that could not be unregistered from the back-end or unmapped, then or
 // earlier.

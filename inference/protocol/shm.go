@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,39 +14,57 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
 )
 
-// System shared memory (Triton's extension_shared_memory.md): a client
-// creates a POSIX shared-memory object (shm_open), registers a region of it
-// under a name, and names that region in an input's or an output's
-// shared_memory_region parameter instead of sending the tensor.
+// Shared memory (Triton's extension_shared_memory.md): a client puts a
+// tensor in memory the server can reach, registers that memory as a region
+// under a name, and names the region in an input's or an output's
+// shared_memory_region parameter instead of sending the tensor. System and
+// CUDA regions share one namespace and the steps below; only what a region
+// is differs.
 //
-//  1. Register opens /dev/shm/<key without its leading slashes>, checks that
-//     offset and byte_size lie inside the object, maps the pages that hold
-//     the region (mmap, shared, read-write) and has the server's back-end
-//     prepare them once (Server.RegisterHost: page-locked on CUDA, so
-//     copy-in is a DMA straight from the client's memory).
+//  1. Register. System shared memory: the client creates a POSIX
+//     shared-memory object (shm_open); register opens /dev/shm/<key without
+//     its leading slashes>, checks that offset and byte_size lie inside the
+//     object, maps the pages that hold the region (mmap, shared, read-write)
+//     and has the server's back-end prepare them once (Server.RegisterHost:
+//     page-locked on CUDA, so copy-in is a DMA straight from the client's
+//     memory). CUDA shared memory: the client allocates GPU memory and sends
+//     its CUDA IPC handle (cudaIpcGetMemHandle, 64 bytes); register maps it
+//     into the server's process (Server.OpenIPC: cuIpcOpenMemHandle on the
+//     cuda back-end, which checks the device and that the allocation holds
+//     byte_size bytes).
 //  2. A request that names the region holds a reference to it from decoding
 //     until the server answered it (and no longer reads the input or writes
-//     the logits). An FP32 input is used in place: Request.Input.Data is a
-//     float32 view of the mapping, never copied by the front door; so is a
-//     UINT8 input, as bytes, when the server normalises on the device; FP16
-//     and other UINT8 inputs are widened into a pooled buffer. The logits are written
-//     into the output region through Request.Logits, a view of it.
+//     the logits). An FP32 input in a system region is used in place:
+//     Request.Input.Data is a float32 view of the mapping, never copied by
+//     the front door; so is a UINT8 input, as bytes, when the server
+//     normalises on the device; FP16 and other UINT8 inputs are widened into
+//     a pooled buffer. The logits are written into the output region through
+//     Request.Logits, a view of it. A CUDA region's tensors never touch the
+//     host: the input is Request.Input.Device (FP32, or UINT8 normalised on
+//     the device; other datatypes are refused) and the logits go to
+//     Request.DeviceLogits, both copied device to device by the back-end.
 //  3. Unregister removes the name at once, so no new request can use the
-//     region; the mapping is undone (unregistered from the back-end, then
-//     unmapped) when the last request holding it is answered. So a region
-//     unregistered while in use never fails the requests already using it,
-//     and nothing reads or writes memory that is no longer mapped.
+//     region; the region is undone (a system region unregistered from the
+//     back-end, then unmapped; a CUDA region's IPC mapping closed) when the
+//     last request holding it is answered. So a region unregistered while in
+//     use never fails the requests already using it, and nothing reads or
+//     writes memory that is no longer mapped.
 //
-// Regions are bounded in number and in total size (SharedMemoryLimits); a
-// region unregistered but still in use counts until it is unmapped.
+// Regions of both kinds are bounded in number and in total size
+// (SharedMemoryLimits); a region unregistered but still in use counts until
+// it is undone.
 //
-// What this cannot prevent: the client owns the object, and a client that
-// shrinks it (ftruncate) below a registered region while the server uses
-// the region makes the server's next access to the lost pages fault
-// (SIGBUS), as with Triton. Only processes that may open the server's
-// /dev/shm objects can do that.
+// What this cannot prevent: the client owns the memory. A client that
+// shrinks a system region's object (ftruncate) below the region while the
+// server uses it makes the server's next access to the lost pages fault
+// (SIGBUS), as with Triton; only processes that may open the server's
+// /dev/shm objects can do that. A client that frees a CUDA allocation while
+// it is registered leaves the server's mapping undefined (CUDA's rule: the
+// importing process closes the handle first), as with Triton: clients
+// unregister first.
 
 // Defaults of SharedMemoryLimits.
 const (
@@ -55,12 +74,12 @@ const (
 	DefaultSharedMemoryDir = "/dev/shm"
 )
 
-// SharedMemoryLimits bound the system shared-memory regions clients may
-// register.
+// SharedMemoryLimits bound the shared-memory regions, system and CUDA,
+// clients may register.
 type SharedMemoryLimits struct {
 	// MaxRegions bounds the regions mapped at once; 0 means
-	// DefaultMaxRegions, and a negative value turns system shared memory off
-	// (registration fails, and the extension is not reported).
+	// DefaultMaxRegions, and a negative value turns shared memory off
+	// (registration fails, and neither extension is reported).
 	MaxRegions int
 	// MaxBytes bounds their total byte size; 0 means
 	// DefaultSharedMemoryBytes.
@@ -83,28 +102,56 @@ func (l SharedMemoryLimits) withDefaults() SharedMemoryLimits {
 	return l
 }
 
+// regionKind is what a region is: system or CUDA shared memory.
+type regionKind int
+
+const (
+	systemRegion regionKind = iota
+	cudaRegion
+)
+
+func (k regionKind) String() string {
+	if k == cudaRegion {
+		return "CUDA"
+	}
+	return "system"
+}
+
 // shmRegion is one registered region and its mapping.
 type shmRegion struct {
-	name, key    string
-	offset, size uint64 // as registered: bytes into the object, bytes
-	mapping      []byte // what mmap returned: whole pages holding the region
-	data         []byte // the region itself, size bytes of mapping
-	start        uint64 // offset of mapping[0] in the object (page-aligned)
-	unregister   func() error
+	name string
+	kind regionKind
+	size uint64 // bytes, as registered
+	// System regions.
+	key     string
+	offset  uint64 // bytes into the object, as registered
+	mapping []byte // what mmap returned: whole pages holding the region
+	data    []byte // the region itself, size bytes of mapping
+	start   uint64 // offset of mapping[0] in the object (page-aligned)
+	// CUDA regions: the device as registered, and the memory OpenIPC mapped.
+	device int64
+	dev    inference.DeviceMemory
+	// unregister undoes what the back-end did: a system region's pinning, a
+	// CUDA region's mapping.
+	unregister func() error
 
 	// Under shmRegistry.mu.
 	refs int  // requests holding the region
-	gone bool // unregistered: unmapped when refs drops to 0
+	gone bool // unregistered: undone when refs drops to 0
 }
 
-// shmRegistry holds a Service's system shared-memory regions. Its methods
-// are safe for concurrent use.
+// shmRegistry holds a Service's shared-memory regions. Its methods are safe
+// for concurrent use.
 type shmRegistry struct {
 	limits SharedMemoryLimits
 	// pin prepares a new mapping for direct copies (Server.RegisterHost);
 	// when it fails, the region is used unprepared and log says why.
 	pin func([]byte) (func() error, error)
-	log *slog.Logger
+	// openIPC maps a CUDA region (Server.OpenIPC), or is nil when the
+	// server's back-end reads no device memory; backend names that back-end.
+	openIPC ipcOpener
+	backend string
+	log     *slog.Logger
 
 	// regMu serialises registration and unregistration (mapping and pinning
 	// take long), so that inference requests, which take only mu, never wait
@@ -118,12 +165,22 @@ type shmRegistry struct {
 	errs    []error
 }
 
-func newSHMRegistry(limits SharedMemoryLimits, pin func([]byte) (func() error, error), log *slog.Logger) *shmRegistry {
-	return &shmRegistry{limits: limits.withDefaults(), pin: pin, log: log, byName: map[string]*shmRegion{}}
+// ipcOpener is Server.OpenIPC's signature.
+type ipcOpener = func(handle []byte, device int, size int64) (inference.DeviceMemory, func() error, error)
+
+func newSHMRegistry(limits SharedMemoryLimits, srv *inference.Server, log *slog.Logger) *shmRegistry {
+	r := &shmRegistry{limits: limits.withDefaults(), pin: srv.RegisterHost, backend: srv.BackendName(), log: log, byName: map[string]*shmRegion{}}
+	if srv.DeviceIO() {
+		r.openIPC = srv.OpenIPC
+	}
+	return r
 }
 
-// enabled reports whether clients may register regions.
+// enabled reports whether clients may register system regions.
 func (r *shmRegistry) enabled() bool { return r.limits.MaxRegions > 0 && shmSupported }
+
+// cudaEnabled reports whether clients may register CUDA regions.
+func (r *shmRegistry) cudaEnabled() bool { return r.limits.MaxRegions > 0 && r.openIPC != nil }
 
 // alreadyExists is a name taken: 409, AlreadyExists.
 func alreadyExists(format string, args ...any) *Error {
@@ -141,13 +198,13 @@ func checkKey(key string) (string, error) {
 	return file, nil
 }
 
-// register maps a new region.
+// register maps a new system region.
 func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 	if !r.enabled() {
 		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented, Msg: "system shared memory is turned off on this server"}
 	}
-	if name == "" || len(name) > 255 || strings.ContainsRune(name, 0) {
-		return badRequest("shared-memory region name %q: want 1 to 255 bytes", name)
+	if err := checkRegionName(name); err != nil {
+		return err
 	}
 	file, err := checkKey(key)
 	if err != nil {
@@ -158,21 +215,10 @@ func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 	}
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
-	r.mu.Lock()
-	_, taken := r.byName[name]
-	regions, bytes := r.regions, r.bytes
-	r.mu.Unlock()
-	switch {
-	case taken:
-		return alreadyExists("shared-memory region %q is already registered (unregister it first)", name)
-	case regions >= r.limits.MaxRegions:
-		return &Error{Status: http.StatusBadRequest, Code: codes.ResourceExhausted,
-			Msg: fmt.Sprintf("shared-memory region %q: this server maps at most %d regions, and %d are mapped (unregister some)", name, r.limits.MaxRegions, regions)}
-	case size > uint64(r.limits.MaxBytes-bytes):
-		return &Error{Status: http.StatusBadRequest, Code: codes.ResourceExhausted,
-			Msg: fmt.Sprintf("shared-memory region %q: %d bytes would pass this server's limit of %d bytes of regions (%d mapped)", name, size, r.limits.MaxBytes, bytes)}
+	if err := r.room(name, size); err != nil {
+		return err
 	}
-	reg := &shmRegion{name: name, key: key, offset: offset, size: size}
+	reg := &shmRegion{name: name, kind: systemRegion, key: key, offset: offset, size: size}
 	if err := mapRegion(reg, r.limits.Dir, file); err != nil {
 		return err
 	}
@@ -182,24 +228,98 @@ func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 		r.log.Warn("shared-memory region registered without page-locking: copies from it go through staging", "region", name, "key", key, "err", err)
 		reg.unregister = func() error { return nil }
 	}
-	r.mu.Lock()
-	r.byName[name] = reg
-	r.regions++
-	r.bytes += int64(size)
-	r.mu.Unlock()
+	r.add(reg)
 	return nil
 }
 
-// unregister removes the region called name, or every region when name is
-// empty. As Triton does, an unknown name is not an error. A region in use is
-// unmapped when its last request is answered.
-func (r *shmRegistry) unregister(name string) error {
+// registerCUDA maps a new CUDA region: size bytes of the device allocation
+// whose CUDA IPC handle is handle, on the GPU with ordinal device.
+func (r *shmRegistry) registerCUDA(name string, handle []byte, device int64, size uint64) error {
+	switch {
+	case r.limits.MaxRegions <= 0:
+		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented, Msg: "shared memory is turned off on this server"}
+	case r.openIPC == nil:
+		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented,
+			Msg: fmt.Sprintf("CUDA shared memory needs the cuda back-end, and this server runs %s; use system shared memory (the system_shared_memory extension)", r.backend)}
+	}
+	if err := checkRegionName(name); err != nil {
+		return err
+	}
+	switch {
+	case len(handle) != backend.IPCHandleSize:
+		return badRequest("CUDA shared-memory region %q: raw_handle has %d bytes, want %d (a cudaIpcMemHandle_t)", name, len(handle), backend.IPCHandleSize)
+	case device < 0 || device > math.MaxInt32:
+		return badRequest("CUDA shared-memory region %q: device_id %d, want a GPU's ordinal", name, device)
+	case size == 0:
+		return badRequest("CUDA shared-memory region %q: byte_size 0, want at least 1", name)
+	}
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	if err := r.room(name, size); err != nil {
+		return err
+	}
+	mem, unmap, err := r.openIPC(handle, int(device), int64(size))
+	if err != nil {
+		return badRequest("CUDA shared-memory region %q: %v", name, err)
+	}
+	r.add(&shmRegion{name: name, kind: cudaRegion, size: size, device: device, dev: mem, unregister: unmap})
+	return nil
+}
+
+// checkRegionName checks a region's name: 1 to 255 bytes, no NUL.
+func checkRegionName(name string) error {
+	if name == "" || len(name) > 255 || strings.ContainsRune(name, 0) {
+		return badRequest("shared-memory region name %q: want 1 to 255 bytes", name)
+	}
+	return nil
+}
+
+// room fails when name is taken or a new region of size bytes would pass
+// the limits. The caller holds regMu, so nothing registers meanwhile.
+func (r *shmRegistry) room(name string, size uint64) error {
+	r.mu.Lock()
+	old, taken := r.byName[name]
+	regions, bytes := r.regions, r.bytes
+	r.mu.Unlock()
+	switch {
+	case taken:
+		return alreadyExists("shared-memory region %q is already registered as %s shared memory (unregister it first)", name, old.kind)
+	case regions >= r.limits.MaxRegions:
+		return &Error{Status: http.StatusBadRequest, Code: codes.ResourceExhausted,
+			Msg: fmt.Sprintf("shared-memory region %q: this server maps at most %d regions, and %d are mapped (unregister some)", name, r.limits.MaxRegions, regions)}
+	case size > uint64(r.limits.MaxBytes-bytes):
+		return &Error{Status: http.StatusBadRequest, Code: codes.ResourceExhausted,
+			Msg: fmt.Sprintf("shared-memory region %q: %d bytes would pass this server's limit of %d bytes of regions (%d mapped)", name, size, r.limits.MaxBytes, bytes)}
+	}
+	return nil
+}
+
+// add makes a mapped region known under its name; the caller holds regMu
+// and room said yes.
+func (r *shmRegistry) add(reg *shmRegion) {
+	r.mu.Lock()
+	r.byName[reg.name] = reg
+	r.regions++
+	r.bytes += int64(reg.size)
+	r.mu.Unlock()
+}
+
+// unregister removes the region of kind called name, or every region of
+// kind when name is empty. As Triton does, an unknown name, or the name of a
+// region of the other kind, is not an error (and leaves it alone). A region
+// in use is undone when its last request is answered.
+func (r *shmRegistry) unregister(name string, kind regionKind) error {
+	return r.unregisterIf(func(reg *shmRegion) bool { return (name == "" || reg.name == name) && reg.kind == kind })
+}
+
+// unregisterIf removes the regions for which match is true.
+func (r *shmRegistry) unregisterIf(match func(*shmRegion) bool) error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
 	var now []*shmRegion
 	r.mu.Lock()
 	for n, reg := range r.byName {
-		if name != "" && n != name {
+		if !match(reg) {
 			continue
 		}
 		delete(r.byName, n)
@@ -218,9 +338,12 @@ func (r *shmRegistry) unregister(name string) error {
 
 // unmap undoes a region nobody uses any more and returns its budget.
 func (r *shmRegistry) unmap(reg *shmRegion) error {
-	err := errors.Join(reg.unregister(), unmapRegion(reg))
+	err := reg.unregister()
+	if reg.kind == systemRegion {
+		err = errors.Join(err, unmapRegion(reg))
+	}
 	if err != nil {
-		err = fmt.Errorf("protocol: unmapping shared-memory region %q: %w", reg.name, err)
+		err = fmt.Errorf("protocol: unmapping %s shared-memory region %q: %w", reg.kind, reg.name, err)
 	}
 	r.mu.Lock()
 	r.regions--
@@ -232,27 +355,35 @@ func (r *shmRegistry) unmap(reg *shmRegion) error {
 	return err
 }
 
-// regionStatus is one region as the status endpoints report it.
+// regionStatus is one region as the status endpoints report it: name and
+// byte_size, and key and offset (system) or device_id (CUDA).
 type regionStatus struct {
-	Name     string `json:"name"`
-	Key      string `json:"key"`
-	Offset   uint64 `json:"offset"`
-	ByteSize uint64 `json:"byte_size"`
+	Name     string
+	Key      string
+	Offset   uint64
+	DeviceID int64
+	ByteSize uint64
 }
 
-// status lists the region called name, or every region (by name) when name
-// is empty.
-func (r *shmRegistry) status(name string) ([]regionStatus, error) {
+// status lists the region of kind called name, or every region of kind (by
+// name) when name is empty.
+func (r *shmRegistry) status(name string, kind regionKind) ([]regionStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []regionStatus
-	for n, reg := range r.byName {
-		if name == "" || n == name {
-			out = append(out, regionStatus{Name: n, Key: reg.key, Offset: reg.offset, ByteSize: reg.size})
+	if name != "" {
+		reg := r.byName[name]
+		switch {
+		case reg == nil:
+			return nil, notFound("unknown %s shared-memory region %q", kind, name)
+		case reg.kind != kind:
+			return nil, notFound("shared-memory region %q is registered as %s shared memory, not %s shared memory", name, reg.kind, kind)
 		}
 	}
-	if name != "" && len(out) == 0 {
-		return nil, notFound("unknown system shared-memory region %q", name)
+	var out []regionStatus
+	for n, reg := range r.byName {
+		if (name == "" || n == name) && reg.kind == kind {
+			out = append(out, regionStatus{Name: n, Key: reg.key, Offset: reg.offset, DeviceID: reg.device, ByteSize: reg.size})
+		}
 	}
 	slices.SortFunc(out, func(a, b regionStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -301,34 +432,47 @@ func (p params) shmRef(where string) (*shmRef, error) {
 	return ref, nil
 }
 
-// acquire returns the bytes ref names, holding its region until release is
+// shmView is what a tensor's shared-memory parameters name: bytes of a
+// system region's mapping, or device memory of a CUDA region.
+type shmView struct {
+	host []byte
+	dev  inference.DeviceMemory
+}
+
+// acquire returns the memory ref names, holding its region until release is
 // called. want is the byte size the tensor needs: the reference's byte size
 // must equal it (exact) or hold it (!exact); align is the alignment the data
-// needs in memory.
-func (r *shmRegistry) acquire(where string, ref *shmRef, want int64, exact bool, align int) ([]byte, *shmRegion, error) {
+// needs in host memory (a CUDA region's device to device copies need none).
+func (r *shmRegistry) acquire(where string, ref *shmRef, want int64, exact bool, align int) (shmView, *shmRegion, error) {
 	switch {
 	case exact && ref.size != want:
-		return nil, nil, badRequest("%s: %s %d, want %d", where, paramShmByteSize, ref.size, want)
+		return shmView{}, nil, badRequest("%s: %s %d, want %d", where, paramShmByteSize, ref.size, want)
 	case !exact && ref.size < want:
-		return nil, nil, badRequest("%s: %s %d is too small: the tensor needs %d bytes", where, paramShmByteSize, ref.size, want)
+		return shmView{}, nil, badRequest("%s: %s %d is too small: the tensor needs %d bytes", where, paramShmByteSize, ref.size, want)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	reg := r.byName[ref.region]
 	if reg == nil {
-		return nil, nil, notFound("%s: unknown shared-memory region %q (register it first)", where, ref.region)
+		return shmView{}, nil, notFound("%s: unknown shared-memory region %q (register it first)", where, ref.region)
 	}
 	if uint64(ref.offset) > reg.size || uint64(ref.size) > reg.size-uint64(ref.offset) {
-		return nil, nil, badRequest("%s: shared-memory region %q holds %d bytes: %s %d + %s %d runs past its end",
-			where, ref.region, reg.size, paramShmOffset, ref.offset, paramShmByteSize, ref.size)
+		return shmView{}, nil, badRequest("%s: %s shared-memory region %q holds %d bytes: %s %d + %s %d runs past its end",
+			where, reg.kind, ref.region, reg.size, paramShmOffset, ref.offset, paramShmByteSize, ref.size)
 	}
-	b := reg.data[ref.offset : ref.offset+want : ref.offset+want]
-	if align > 1 && want > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(align) != 0 {
-		return nil, nil, badRequest("%s: data at byte %d of shared-memory object %q is not %d-byte aligned, as its elements must be (region offset %d + tensor offset %d)",
-			where, reg.offset+uint64(ref.offset), reg.key, align, reg.offset, ref.offset)
+	var v shmView
+	if reg.kind == cudaRegion {
+		v.dev = reg.dev.Slice(int(ref.offset), int(want))
+	} else {
+		b := reg.data[ref.offset : ref.offset+want : ref.offset+want]
+		if align > 1 && want > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(align) != 0 {
+			return shmView{}, nil, badRequest("%s: data at byte %d of shared-memory object %q is not %d-byte aligned, as its elements must be (region offset %d + tensor offset %d)",
+				where, reg.offset+uint64(ref.offset), reg.key, align, reg.offset, ref.offset)
+		}
+		v.host = b
 	}
 	reg.refs++
-	return b, reg, nil
+	return v, reg, nil
 }
 
 // release lets go of a region acquire returned; the last release of an
@@ -346,7 +490,7 @@ func (r *shmRegistry) release(reg *shmRegion) {
 // close unregisters every region; call it once no request holds one. It
 // returns the errors of every unmapping so far.
 func (r *shmRegistry) close() error {
-	err := r.unregister("")
+	err := r.unregisterIf(func(*shmRegion) bool { return true })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil {

@@ -5,6 +5,7 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/cpu"
+	"github.com/inferbench/inferbench/inference/internal/fakegpu"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -22,13 +25,16 @@ import (
 // fuzzSHMService is fuzzService with shared memory under a temporary
 // directory: object "/in" holds two 32x32 images plus 3 bytes (region "in",
 // registered whole), object "/out" 2 images' logits plus 3 bytes (region
-// "out"), and object "/free" 64 KiB that nothing registered.
+// "out"), and object "/free" 64 KiB that nothing registered; and, in fake
+// device memory (fakegpu), CUDA regions "cin" and "cout" of the sizes of
+// "in" and "out".
 func fuzzSHMService(t testing.TB) *Service {
 	dir := t.TempDir()
 	img := 4 * 3 * 32 * 32
 	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
-	srv, err := inference.New(inference.Config{Model: m, Height: 32, Width: 32, MaxBatch: 2})
+	be := fakegpu.Wrap(cpu.New(), 1)
+	srv, err := inference.New(inference.Config{Backend: be, Model: m, Height: 32, Width: 32, MaxBatch: 2})
 	require.NoError(t, err)
 	model, err := NewModel(srv, ModelConfig{})
 	require.NoError(t, err)
@@ -39,6 +45,9 @@ func fuzzSHMService(t testing.TB) *Service {
 	}
 	require.NoError(t, s.shm.register("in", "/in", 0, uint64(2*img+3)))
 	require.NoError(t, s.shm.register("out", "/out", 0, uint64(4*2*model.classes+3)))
+	cin, cout := be.Alloc(0, 2*img+3), be.Alloc(0, 4*2*model.classes+3)
+	require.NoError(t, s.shm.registerCUDA("cin", cin.Handle[:], 0, uint64(2*img+3)))
+	require.NoError(t, s.shm.registerCUDA("cout", cout.Handle[:], 0, uint64(4*2*model.classes+3)))
 	return s
 }
 
@@ -54,6 +63,10 @@ func FuzzSharedMemoryInfer(f *testing.F) {
 	f.Add("in", int64(3), img, "out", int64(1), int64(20), uint8(1), int64(1))
 	f.Add("in", int64(0), 2*img, "out", int64(0), int64(40), uint8(0), int64(2))
 	f.Add("nope", int64(-1), int64(-1), "", int64(0), int64(0), uint8(2), int64(3))
+	f.Add("cin", int64(0), img, "cout", int64(0), int64(20), uint8(0), int64(1))
+	f.Add("cin", img, img, "out", int64(20), int64(20), uint8(0), int64(1))
+	f.Add("in", int64(0), 2*img, "cout", int64(3), int64(40), uint8(0), int64(2))
+	f.Add("cin", int64(3), img/4, "cout", int64(0), int64(20), uint8(2), int64(1))
 	f.Fuzz(func(t *testing.T, in string, inOff, inSize int64, out string, outOff, outSize int64, dt uint8, n int64) {
 		datatype := []string{FP32, FP16, UINT8, "INT8"}[int(dt)%4]
 		param := func(p map[string]*v2pb.InferParameter, region string, off, size int64) {
@@ -71,7 +84,7 @@ func FuzzSharedMemoryInfer(f *testing.F) {
 		}
 		_, err := g.ModelInfer(context.Background(), r)
 		if err == nil {
-			size := map[string]int64{"in": 2*img + 3, "out": 40 + 3}
+			size := map[string]int64{"in": 2*img + 3, "out": 40 + 3, "cin": 2*img + 3, "cout": 40 + 3}
 			require.LessOrEqual(t, inOff+inSize, size[in], "input inside its region")
 			if out != "" {
 				require.LessOrEqual(t, outOff+outSize, size[out], "output inside its region")
@@ -113,7 +126,7 @@ func FuzzSharedMemoryHTTP(f *testing.F) {
 		require.LessOrEqual(t, regions, 4, "regions")
 		require.LessOrEqual(t, bytes, int64(1<<20), "bytes")
 		if method == "POST" && w.Code == 200 {
-			s.shm.unregister("r") // keep room for the next input
+			s.shm.unregister("r", systemRegion) // keep room for the next input
 		}
 	})
 }
@@ -130,5 +143,23 @@ func FuzzRegisterBody(f *testing.F) {
 			return
 		}
 		require.Contains(t, string(body), strconv.FormatUint(req.size, 10))
+	})
+}
+
+// FuzzCudaRegisterBody decodes arbitrary CUDA registration bodies: a success
+// has a handle decoded from base64 and numbers that print back as they came.
+func FuzzCudaRegisterBody(f *testing.F) {
+	b64 := base64.StdEncoding.EncodeToString(make([]byte, 64))
+	f.Add([]byte(`{"raw_handle":{"b64":"` + b64 + `"},"device_id":0,"byte_size":8}`))
+	f.Add([]byte(`{"raw_handle":{"b64":"QUJD\n"},"device_id":3,"byte_size":1e3}`))
+	f.Add([]byte(`{"raw_handle":null,"device_id":-1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeCudaRegister(bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, len(req.handle), maxHandleB64)
+		require.Contains(t, string(body), strconv.FormatUint(req.size, 10))
+		require.Contains(t, string(body), strconv.FormatInt(req.device, 10))
 	})
 }

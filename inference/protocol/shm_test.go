@@ -525,18 +525,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-func TestCudaSharedMemoryIsNotSupported(t *testing.T) {
-	f := newFixture(t, fixtureOpts{})
-	for _, path := range []string{"/v2/cudasharedmemory/status", "/v2/cudasharedmemory/region/r/register", "/v2/cudasharedmemory/unregister"} {
-		a := send(t, f.http.URL, rawRequest{path: path, body: []byte(`{"raw_handle":{"b64":""},"device_id":0,"byte_size":8}`)})
-		assert.Equal(t, http.StatusNotImplemented, a.status, path)
-		assert.Contains(t, a.errMsg, "CUDA shared memory is not supported by this server", path)
-	}
-	_, err := f.grpcClient(t).API().CudaSharedMemoryStatus(context.Background(), nil)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "Unimplemented")
-	md, err := f.grpcClient(t).ServerMetadata(context.Background())
-	require.NoError(t, err)
-	assert.False(t, contains(md.Extensions, "cuda_shared_memory"))
-}

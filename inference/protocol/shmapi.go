@@ -2,13 +2,14 @@ package protocol
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 
-	"google.golang.org/grpc/codes"
-
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
@@ -22,51 +23,88 @@ const maxRegisterBody = 64 << 10
 //	POST /v2/systemsharedmemory/region/{name}/register   {"key", "offset", "byte_size"}
 //	POST /v2/systemsharedmemory[/region/{name}]/unregister
 func (s *Service) serveSystemSHM(w http.ResponseWriter, r *http.Request, parts []string) {
+	s.serveSHM(w, r, parts, systemRegion, func(name string, body io.Reader) error {
+		req, err := decodeRegister(body)
+		if err != nil {
+			return err
+		}
+		return s.shm.register(name, req.key, req.offset, req.size)
+	})
+}
+
+// serveCudaSHM routes the CUDA shared-memory API (parts follow
+// "cudasharedmemory"):
+//
+//	GET  /v2/cudasharedmemory[/region/{name}]/status
+//	POST /v2/cudasharedmemory/region/{name}/register   {"raw_handle": {"b64"}, "device_id", "byte_size"}
+//	POST /v2/cudasharedmemory[/region/{name}]/unregister
+func (s *Service) serveCudaSHM(w http.ResponseWriter, r *http.Request, parts []string) {
+	s.serveSHM(w, r, parts, cudaRegion, func(name string, body io.Reader) error {
+		req, err := decodeCudaRegister(body)
+		if err != nil {
+			return err
+		}
+		return s.shm.registerCUDA(name, req.handle, req.device, req.size)
+	})
+}
+
+// serveSHM answers one shared-memory API call on regions of kind; register
+// decodes a registration's body and registers the region.
+func (s *Service) serveSHM(w http.ResponseWriter, r *http.Request, parts []string, kind regionKind, register func(name string, body io.Reader) error) {
 	name, action, ok := shmRoute(parts)
 	switch {
 	case !ok:
 		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
 	case action == "status":
-		list, err := s.shm.status(name)
+		list, err := s.shm.status(name, kind)
 		if err != nil {
 			s.httpError(w, err)
 			return
 		}
-		if list == nil {
-			list = []regionStatus{}
-		}
-		s.get(w, r, func() any { return list })
+		s.get(w, r, func() any { return statusJSON(list, kind) })
 	case action == "register" && name != "":
 		if !s.post(w, r) {
 			return
 		}
-		req, err := decodeRegister(http.MaxBytesReader(w, r.Body, maxRegisterBody))
-		if err == nil {
-			err = s.shm.register(name, req.key, req.offset, req.size)
-		}
-		s.answerEmpty(w, err)
+		s.answerEmpty(w, register(name, http.MaxBytesReader(w, r.Body, maxRegisterBody)))
 	case action == "unregister":
 		if !s.post(w, r) {
 			return
 		}
-		s.answerEmpty(w, s.shm.unregister(name))
+		s.answerEmpty(w, s.shm.unregister(name, kind))
 	default:
 		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
 	}
 }
 
-// serveCudaSHM answers the CUDA shared-memory API: not supported.
-func (s *Service) serveCudaSHM(w http.ResponseWriter, r *http.Request, parts []string) {
-	if _, _, ok := shmRoute(parts); !ok {
-		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
-		return
+// statusJSON is a status answer: $system_shared_memory_status_response
+// ({"name", "key", "offset", "byte_size"} each) or
+// $cuda_shared_memory_status_response ({"name", "device_id", "byte_size"}).
+func statusJSON(list []regionStatus, kind regionKind) any {
+	type system struct {
+		Name     string `json:"name"`
+		Key      string `json:"key"`
+		Offset   uint64 `json:"offset"`
+		ByteSize uint64 `json:"byte_size"`
 	}
-	s.httpError(w, errNoCudaSHM)
+	type cuda struct {
+		Name     string `json:"name"`
+		DeviceID int64  `json:"device_id"`
+		ByteSize uint64 `json:"byte_size"`
+	}
+	if kind == cudaRegion {
+		out := []cuda{}
+		for _, st := range list {
+			out = append(out, cuda{Name: st.Name, DeviceID: st.DeviceID, ByteSize: st.ByteSize})
+		}
+		return out
+	}
+	out := []system{}
+	for _, st := range list {
+		out = append(out, system{Name: st.Name, Key: st.Key, Offset: st.Offset, ByteSize: st.ByteSize})
+	}
+	return out
 }
-
-// errNoCudaSHM is every answer of the CUDA shared-memory API.
-var errNoCudaSHM = &Error{Status: http.StatusNotImplemented, Code: codes.Unimplemented,
-	Msg: "CUDA shared memory is not supported by this server; use system shared memory (the system_shared_memory extension)"}
 
 // shmRoute splits [region/{name}/]{status|register|unregister}.
 func shmRoute(parts []string) (name, action string, ok bool) {
@@ -142,6 +180,68 @@ func decodeRegister(body io.Reader) (registerRequest, error) {
 	return req, nil
 }
 
+// cudaRegisterRequest is a decoded $cuda_shared_memory_register_request.
+type cudaRegisterRequest struct {
+	handle []byte
+	device int64
+	size   uint64
+}
+
+// maxHandleB64 bounds the base64 text of a raw handle: 64 bytes take 88
+// characters; a little more leaves room for a message that says what came.
+const maxHandleB64 = 4 * backend.IPCHandleSize
+
+// decodeCudaRegister reads {"raw_handle": {"b64": string}, "device_id":
+// number, "byte_size": number}: all three are required, the handle is
+// base64 (standard alphabet, padded) of exactly 64 bytes, the numbers are
+// non-negative integers; other fields are ignored.
+func decodeCudaRegister(body io.Reader) (cudaRegisterRequest, error) {
+	var j struct {
+		RawHandle *struct {
+			B64 *string `json:"b64"`
+		} `json:"raw_handle"`
+		DeviceID *json.Number `json:"device_id"`
+		ByteSize *json.Number `json:"byte_size"`
+	}
+	const want = `{"raw_handle": {"b64": string}, "device_id": number, "byte_size": number}`
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	if err := dec.Decode(&j); err != nil {
+		return cudaRegisterRequest{}, badRequest("invalid CUDA shared-memory registration JSON (want %s): %v", want, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return cudaRegisterRequest{}, badRequest("CUDA shared-memory registration: unexpected data after the JSON object")
+	}
+	var req cudaRegisterRequest
+	switch {
+	case j.RawHandle == nil || j.RawHandle.B64 == nil:
+		return req, badRequest("CUDA shared-memory registration: \"raw_handle\": {\"b64\": ...} missing (want %s)", want)
+	case j.DeviceID == nil:
+		return req, badRequest("CUDA shared-memory registration: \"device_id\" missing")
+	case j.ByteSize == nil:
+		return req, badRequest("CUDA shared-memory registration: \"byte_size\" missing")
+	case len(*j.RawHandle.B64) > maxHandleB64:
+		return req, badRequest("CUDA shared-memory registration: raw_handle.b64 has %d characters; a %d-byte cudaIpcMemHandle_t takes %d",
+			len(*j.RawHandle.B64), backend.IPCHandleSize, base64.StdEncoding.EncodedLen(backend.IPCHandleSize))
+	}
+	var err error
+	if req.handle, err = base64.StdEncoding.DecodeString(*j.RawHandle.B64); err != nil {
+		return req, badRequest("CUDA shared-memory registration: raw_handle.b64 is not base64: %v", err)
+	}
+	device, err := uintField("device_id", *j.DeviceID)
+	if err != nil {
+		return req, err
+	}
+	if device > math.MaxInt32 {
+		return req, badRequest("CUDA shared-memory registration: \"device_id\" %d, want a GPU's ordinal", device)
+	}
+	req.device = int64(device)
+	if req.size, err = uintField("byte_size", *j.ByteSize); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
 func uintField(name string, n json.Number) (uint64, error) {
 	v, err := strconv.ParseUint(string(n), 10, 64)
 	if err != nil {
@@ -151,7 +251,7 @@ func uintField(name string, n json.Number) (uint64, error) {
 }
 
 func (g grpcService) SystemSharedMemoryStatus(_ context.Context, r *v2pb.SystemSharedMemoryStatusRequest) (*v2pb.SystemSharedMemoryStatusResponse, error) {
-	list, err := g.s.shm.status(r.GetName())
+	list, err := g.s.shm.status(r.GetName(), systemRegion)
 	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
@@ -170,20 +270,34 @@ func (g grpcService) SystemSharedMemoryRegister(_ context.Context, r *v2pb.Syste
 }
 
 func (g grpcService) SystemSharedMemoryUnregister(_ context.Context, r *v2pb.SystemSharedMemoryUnregisterRequest) (*v2pb.SystemSharedMemoryUnregisterResponse, error) {
-	if err := g.s.shm.unregister(r.GetName()); err != nil {
+	if err := g.s.shm.unregister(r.GetName(), systemRegion); err != nil {
 		return nil, g.s.grpcError(err)
 	}
 	return &v2pb.SystemSharedMemoryUnregisterResponse{}, nil
 }
 
-func (g grpcService) CudaSharedMemoryStatus(context.Context, *v2pb.CudaSharedMemoryStatusRequest) (*v2pb.CudaSharedMemoryStatusResponse, error) {
-	return nil, g.s.grpcError(errNoCudaSHM)
+func (g grpcService) CudaSharedMemoryStatus(_ context.Context, r *v2pb.CudaSharedMemoryStatusRequest) (*v2pb.CudaSharedMemoryStatusResponse, error) {
+	list, err := g.s.shm.status(r.GetName(), cudaRegion)
+	if err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	resp := &v2pb.CudaSharedMemoryStatusResponse{Regions: map[string]*v2pb.CudaSharedMemoryStatusResponse_RegionStatus{}}
+	for _, st := range list {
+		resp.Regions[st.Name] = &v2pb.CudaSharedMemoryStatusResponse_RegionStatus{Name: st.Name, DeviceId: uint64(st.DeviceID), ByteSize: st.ByteSize}
+	}
+	return resp, nil
 }
 
-func (g grpcService) CudaSharedMemoryRegister(context.Context, *v2pb.CudaSharedMemoryRegisterRequest) (*v2pb.CudaSharedMemoryRegisterResponse, error) {
-	return nil, g.s.grpcError(errNoCudaSHM)
+func (g grpcService) CudaSharedMemoryRegister(_ context.Context, r *v2pb.CudaSharedMemoryRegisterRequest) (*v2pb.CudaSharedMemoryRegisterResponse, error) {
+	if err := g.s.shm.registerCUDA(r.GetName(), r.GetRawHandle(), r.GetDeviceId(), r.GetByteSize()); err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	return &v2pb.CudaSharedMemoryRegisterResponse{}, nil
 }
 
-func (g grpcService) CudaSharedMemoryUnregister(context.Context, *v2pb.CudaSharedMemoryUnregisterRequest) (*v2pb.CudaSharedMemoryUnregisterResponse, error) {
-	return nil, g.s.grpcError(errNoCudaSHM)
+func (g grpcService) CudaSharedMemoryUnregister(_ context.Context, r *v2pb.CudaSharedMemoryUnregisterRequest) (*v2pb.CudaSharedMemoryUnregisterResponse, error) {
+	if err := g.s.shm.unregister(r.GetName(), cudaRegion); err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	return &v2pb.CudaSharedMemoryUnregisterResponse{}, nil
 }

@@ -9,7 +9,8 @@
 #   PA          the perf_analyzer binary [perf_analyzer]
 #   MODEL       the model's name [resnet18]
 #   PROTOCOLS   [grpc http]
-#   SHM         perf_analyzer's --shared-memory values [none system]
+#   SHM         perf_analyzer's --shared-memory values [none system]; cuda too
+#               against a -backend cuda server (perf_analyzer then needs libcudart.so.12)
 #   BATCHES     [1 32 256]
 #   CONC_<B>    concurrencies for batch B [1 4]; CONC_256 [1 2]
 #   CLASSES     the output's elements per image, to size output regions [1000]
@@ -22,7 +23,7 @@
 # if any failed.
 set -u -o pipefail
 if [ $# -ne 3 ]; then
-	sed -n 2,22p "$0" >&2
+	sed -n 2,23p "$0" >&2
 	exit 2
 fi
 grpc=$1 http=$2 out=$3

@@ -6,6 +6,7 @@ package cudadrv
 #include <cuda.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 // DRIVER lists every driver function this package calls. cuda.h maps many API
@@ -23,7 +24,9 @@ package cudadrv
 	X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) \
 	X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphUpload) \
 	X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) \
-	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
+	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) \
+	X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) X(cuMemGetAddressRange) X(cuPointerGetAttribute) \
+	X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
 
 // One typed pointer per function (p_cuMemAlloc has cuMemAlloc_v2's type).
 #define DECLARE(f) static __typeof__(f) *p_##f;
@@ -89,6 +92,39 @@ static CUresult t_htod_async(uintptr_t dst, const void *src, size_t n, CUstream 
 static CUresult t_dtoh_async(void *dst, uintptr_t src, size_t n, CUstream s) {
 	return CALL(cuMemcpyDtoHAsync, dst, (CUdeviceptr)src, n, s);
 }
+static CUresult t_dtoh(void *dst, uintptr_t src, size_t n) { return CALL(cuMemcpyDtoH, dst, (CUdeviceptr)src, n); }
+static CUresult t_dtod_async(uintptr_t dst, uintptr_t src, size_t n, CUstream s) {
+	return CALL(cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, n, s);
+}
+static CUresult t_peer_async(uintptr_t dst, CUcontext dc, uintptr_t src, CUcontext sc, size_t n, CUstream s) {
+	return CALL(cuMemcpyPeerAsync, (CUdeviceptr)dst, dc, (CUdeviceptr)src, sc, n, s);
+}
+static CUresult t_address_range(uintptr_t *base, size_t *size, uintptr_t p) {
+	CUdeviceptr b = 0;
+	CUresult r = CALL(cuMemGetAddressRange, &b, size, (CUdeviceptr)p);
+	*base = (uintptr_t)b;
+	return r;
+}
+static CUresult t_pointer_ordinal(int *ord, uintptr_t p) {
+	return CALL(cuPointerGetAttribute, ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p);
+}
+// IPC handles cross as bytes: CUipcMemHandle is a struct of CU_IPC_HANDLE_SIZE chars.
+static CUresult t_ipc_get(void *handle, uintptr_t p) {
+	CUipcMemHandle h;
+	CUresult r = CALL(cuIpcGetMemHandle, &h, (CUdeviceptr)p);
+	if (r == CUDA_SUCCESS) memcpy(handle, &h, sizeof h);
+	return r;
+}
+static CUresult t_ipc_open(uintptr_t *p, const void *handle) {
+	CUipcMemHandle h;
+	CUdeviceptr d = 0;
+	memcpy(&h, handle, sizeof h);
+	CUresult r = CALL(cuIpcOpenMemHandle, &d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	*p = (uintptr_t)d;
+	return r;
+}
+static CUresult t_ipc_close(uintptr_t p) { return CALL(cuIpcCloseMemHandle, (CUdeviceptr)p); }
+static int ipc_handle_size(void) { return (int)sizeof(CUipcMemHandle); }
 static CUresult t_host_alloc(void **p, size_t n) { return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE); }
 static CUresult t_host_free(void *p) { return CALL(cuMemFreeHost, p); }
 static CUresult t_host_register(void *p, size_t n) { return CALL(cuMemHostRegister, p, n, CU_MEMHOSTREGISTER_PORTABLE); }
@@ -445,6 +481,82 @@ func MemcpyHtoDAsync(dst uintptr, src unsafe.Pointer, n int, s Stream) error {
 // memory dst on s.
 func MemcpyDtoHAsync(dst unsafe.Pointer, src uintptr, n int, s Stream) error {
 	return check(C.t_dtoh_async(dst, C.uintptr_t(src), C.size_t(n), s.s))
+}
+
+// MemcpyDtoH copies n bytes from device memory src to host memory dst and
+// returns when done.
+func MemcpyDtoH(dst unsafe.Pointer, src uintptr, n int) error {
+	return check(C.t_dtoh(dst, C.uintptr_t(src), C.size_t(n)))
+}
+
+// MemcpyDtoDAsync enqueues a copy of n bytes from device memory src to
+// device memory dst, both of the current context's device, on s.
+func MemcpyDtoDAsync(dst, src uintptr, n int, s Stream) error {
+	return check(C.t_dtod_async(C.uintptr_t(dst), C.uintptr_t(src), C.size_t(n), s.s))
+}
+
+// MemcpyPeerAsync enqueues on s a copy of n bytes from device memory src of
+// context srcCtx to device memory dst of context dstCtx (another device's).
+func MemcpyPeerAsync(dst uintptr, dstCtx Context, src uintptr, srcCtx Context, n int, s Stream) error {
+	return check(C.t_peer_async(C.uintptr_t(dst), dstCtx.c, C.uintptr_t(src), srcCtx.c, C.size_t(n), s.s))
+}
+
+// MemAddressRange returns the base address and the size in bytes of the
+// allocation that holds device address p.
+func MemAddressRange(p uintptr) (base uintptr, size int, err error) {
+	var b C.uintptr_t
+	var n C.size_t
+	if err := check(C.t_address_range(&b, &n, C.uintptr_t(p))); err != nil {
+		return 0, 0, fmt.Errorf("cudadrv: address range of %#x: %w", p, err)
+	}
+	return uintptr(b), int(n), nil
+}
+
+// PointerDevice returns the ordinal of the device on which the memory at
+// device address p was allocated.
+func PointerDevice(p uintptr) (int, error) {
+	var ord C.int
+	if err := check(C.t_pointer_ordinal(&ord, C.uintptr_t(p))); err != nil {
+		return 0, fmt.Errorf("cudadrv: device of %#x: %w", p, err)
+	}
+	return int(ord), nil
+}
+
+// IPCHandleSize is the size of a CUDA IPC memory handle (CU_IPC_HANDLE_SIZE).
+const IPCHandleSize = 64
+
+// IPCGetMemHandle returns the handle by which another process can map the
+// device allocation whose base address is p (cuIpcGetMemHandle).
+func IPCGetMemHandle(p uintptr) ([IPCHandleSize]byte, error) {
+	var h [IPCHandleSize]byte
+	if int(C.ipc_handle_size()) != IPCHandleSize {
+		return h, fmt.Errorf("cudadrv: CUipcMemHandle has %d bytes, want %d", int(C.ipc_handle_size()), IPCHandleSize)
+	}
+	if err := check(C.t_ipc_get(unsafe.Pointer(&h[0]), C.uintptr_t(p))); err != nil {
+		return h, fmt.Errorf("cudadrv: IPC handle of %#x: %w", p, err)
+	}
+	return h, nil
+}
+
+// IPCOpenMemHandle maps into the current context the device allocation of
+// another process that handle names (cuIpcOpenMemHandle, enabling peer
+// access to the allocation's device as needed) and returns its address here.
+// Undo it with IPCCloseMemHandle. The driver refuses a handle this same
+// process made.
+func IPCOpenMemHandle(handle [IPCHandleSize]byte) (uintptr, error) {
+	var p C.uintptr_t
+	if err := check(C.t_ipc_open(&p, unsafe.Pointer(&handle[0]))); err != nil {
+		return 0, fmt.Errorf("cudadrv: cuIpcOpenMemHandle: %w", err)
+	}
+	return uintptr(p), nil
+}
+
+// IPCCloseMemHandle unmaps memory from IPCOpenMemHandle.
+func IPCCloseMemHandle(p uintptr) error {
+	if err := check(C.t_ipc_close(C.uintptr_t(p))); err != nil {
+		return fmt.Errorf("cudadrv: cuIpcCloseMemHandle: %w", err)
+	}
+	return nil
 }
 
 // HostAlloc returns n bytes of pinned host memory, usable by every CUDA context

@@ -25,7 +25,8 @@ func TestSymbolNames(t *testing.T) {
 	// against the headers calls the versioned ones, and so must we.
 	for _, want := range []string{"cuInit", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2",
 		"cuStreamBeginCapture_v2", "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuDevicePrimaryCtxRelease_v2",
-		"cuDeviceTotalMem_v2", "cuLaunchHostFunc", "cuModuleLoadData", "cuLaunchKernel", "cuGraphUpload", "cuMemHostRegister_v2", "cuMemHostUnregister"} {
+		"cuDeviceTotalMem_v2", "cuLaunchHostFunc", "cuModuleLoadData", "cuLaunchKernel", "cuGraphUpload", "cuMemHostRegister_v2", "cuMemHostUnregister",
+		"cuIpcOpenMemHandle_v2", "cuMemGetAddressRange_v2", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoH_v2"} {
 		assert.True(t, seen[want], "symbol table lacks %s: %v", want, names)
 	}
 	assert.False(t, seen["cuMemAlloc"], "unversioned cuMemAlloc would be the CUDA 3.1 ABI")

@@ -6,7 +6,7 @@
 //
 //  1. Read each file named pa-<protocol>-<shm>-b<B>-c<C>.csv (the names
 //     scripts/peers/perf_analyzer.sh writes): the protocol (grpc or http),
-//     perf_analyzer's --shared-memory (none or system), the batch size and
+//     perf_analyzer's --shared-memory (none, system or cuda), the batch size and
 //     the concurrency come from the name.
 //  2. Take each CSV row (one per concurrency perf_analyzer measured):
 //     "Inferences/Second" is images per second, and the latency columns
@@ -15,7 +15,8 @@
 //  3. Print one line per row named as the suite names a -target run, with
 //     client=perf_analyzer added:
 //     BenchmarkServer/batch=B/servers=1/load=closed/concurrency=C/transport=T/client=perf_analyzer,
-//     where T is grpc, http, grpc-shm or http-shm. Config lines given with
+//     where T is grpc, http, grpc-shm, http-shm, grpc-cudashm or http-cudashm.
+//     Config lines given with
 //     -config key=value are printed first.
 //
 // Units: samples/s and req/s; p50-, p90-, p95-, p99- and mean-latency-ns
@@ -110,17 +111,20 @@ var units = []unit{
 	{"d2h-ns", "Server Compute Output", "lower", 1e3},
 }
 
-var fileName = regexp.MustCompile(`^pa-(grpc|http)-(none|system)-b([0-9]+)-c([0-9]+)\.csv$`)
+var fileName = regexp.MustCompile(`^pa-(grpc|http)-(none|system|cuda)-b([0-9]+)-c([0-9]+)\.csv$`)
 
 // convert prints the benchmark lines of one perf_analyzer CSV file.
 func convert(path string, w io.Writer) error {
 	m := fileName.FindStringSubmatch(filepath.Base(path))
 	if m == nil {
-		return fmt.Errorf("%s: want a name pa-<grpc|http>-<none|system>-b<B>-c<C>.csv", path)
+		return fmt.Errorf("%s: want a name pa-<grpc|http>-<none|system|cuda>-b<B>-c<C>.csv", path)
 	}
 	transport := m[1]
-	if m[2] == "system" {
+	switch m[2] {
+	case "system":
 		transport += "-shm"
+	case "cuda":
+		transport += "-cudashm"
 	}
 	batch, _ := strconv.Atoi(m[3])
 	if batch < 1 {

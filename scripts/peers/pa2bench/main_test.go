@@ -42,7 +42,7 @@ func TestErrorsNameTheFileAndTheRule(t *testing.T) {
 		want string
 	}{
 		{"no files", nil, "no CSV files given"},
-		{"bad name", []string{write("results.csv", "")}, "want a name pa-<grpc|http>-<none|system>-b<B>-c<C>.csv"},
+		{"bad name", []string{write("results.csv", "")}, "want a name pa-<grpc|http>-<none|system|cuda>-b<B>-c<C>.csv"},
 		{"header only", []string{write("pa-grpc-none-b1-c1.csv", "Concurrency,Inferences/Second\n")}, "no measurements"},
 		{"no concurrency", []string{write("pa-grpc-none-b1-c2.csv", "Inferences/Second\n5\n")}, "no Concurrency column"},
 		{"not a number", []string{write("pa-http-none-b1-c1.csv", "Concurrency,Inferences/Second\n1,fast\n")}, `column "Inferences/Second"`},
@@ -55,4 +55,19 @@ func TestErrorsNameTheFileAndTheRule(t *testing.T) {
 			assert.Contains(t, err.Error()+errs.String(), tc.want)
 		})
 	}
+}
+
+// TestCudaSharedMemory reads a file of perf_analyzer --shared-memory cuda
+// (an H200 run against inferbench serve -backend cuda): its transport is
+// grpc-cudashm.
+func TestCudaSharedMemory(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pa-grpc-cuda-b256-c1.csv")
+	require.NoError(t, os.WriteFile(p, []byte("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"+
+		"Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n"+
+		"1,52546.2,8,632,75,114,4019,4,2,4826,4938,4996,5838\n"), 0o644))
+	var out, errs bytes.Buffer
+	require.NoError(t, run([]string{p}, &out, &errs), errs.String())
+	assert.Contains(t, out.String(), "BenchmarkServer/batch=256/servers=1/load=closed/concurrency=1/transport=grpc-cudashm/client=perf_analyzer")
+	assert.Contains(t, out.String(), "52546.2 samples/s")
+	assert.Contains(t, out.String(), "114000 h2d-ns")
 }
