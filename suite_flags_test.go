@@ -90,7 +90,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, requests spread over them in turn (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
-	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory) (default inproc; with -target, the URL's scheme)")
+	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
 	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port, repeated or comma-separated (several are driven at once, least outstanding requests first)")
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
