@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
@@ -59,19 +60,30 @@ type convLayer struct {
 // align keeps every parameter array on a 256-byte boundary.
 const align = 256
 
-// add appends v to params, as binary16 when fp16 is set, and returns its byte offset.
+// add appends v to params, as binary16 when fp16 is set, and returns its byte
+// offset. Large arrays are converted on several goroutines.
 func (n *network) add(v []float32, fp16 bool) int {
 	off := len(n.params)
-	for _, f := range v {
+	size := 4
+	if fp16 {
+		size = 2
+	}
+	end := off + size*len(v)
+	padded := (end + align - 1) / align * align
+	n.params = slices.Grow(n.params, padded-off)[:padded]
+	dst := n.params[off:end]
+	parallelFor(len(v), 1<<16, func(lo, hi int) {
 		if fp16 {
-			n.params = binary.LittleEndian.AppendUint16(n.params, half.FromFloat32(f))
-		} else {
-			n.params = binary.LittleEndian.AppendUint32(n.params, math.Float32bits(f))
+			for i, f := range v[lo:hi] {
+				binary.LittleEndian.PutUint16(dst[2*(lo+i):], half.FromFloat32(f))
+			}
+			return
 		}
-	}
-	for len(n.params)%align != 0 {
-		n.params = append(n.params, 0)
-	}
+		for i, f := range v[lo:hi] {
+			binary.LittleEndian.PutUint32(dst[4*(lo+i):], math.Float32bits(f))
+		}
+	})
+	clear(n.params[end:padded])
 	return off
 }
 
