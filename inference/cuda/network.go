@@ -87,6 +87,29 @@ func (n *network) add(v []float32, fp16 bool) int {
 	return off
 }
 
+// packedSize is the length params will have for f: every convolution's
+// weights and bias in the compute type (binary16 when half is set), the
+// classifier in float32, each array aligned.
+func packedSize(f *resnet.Folded, half bool) int {
+	size := 4
+	if half {
+		size = 2
+	}
+	aligned := func(n int) int { return (n + align - 1) / align * align }
+	total := aligned(4*len(f.FC.Weight)) + aligned(4*len(f.FC.Bias))
+	conv := func(c *resnet.FoldedConv) { total += aligned(size*len(c.Weight)) + aligned(size*len(c.Bias)) }
+	conv(&f.Stem)
+	for i := range f.Blocks {
+		b := &f.Blocks[i]
+		conv(&b.Conv1)
+		conv(&b.Conv2)
+		if b.Down != nil {
+			conv(b.Down)
+		}
+	}
+	return total
+}
+
 // layout returns the data type, tensor format and math type for precision p:
 // FP32 keeps NCHW float without tensor cores; TF32 and FP16 use NHWC, where
 // cuDNN's tensor-core kernels are fastest.
@@ -141,6 +164,7 @@ func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options, stem stemFo
 		}
 		g.Stem, h, w = *s, sh, sw
 	}
+	n.params = make([]byte, 0, packedSize(&g, half))
 	if err := n.build(&g, h, w, conv); err != nil {
 		n.destroy()
 		return nil, err

@@ -475,33 +475,42 @@ func (s search) choose(w *worker, l *convLayer, c *convPlan, x, y, z, ws, wsSize
 // bytes of workspace, and then the implicit precomputed GEMM algorithm if it
 // was not among them (the one a convolution without ReLU fuses with). Each is
 // fused when forward would fuse it.
+//
+// For half-precision data only tensor-op math runs on tensor cores, and the
+// heuristics also rank default-math variants, which ran 30 to 1,000 times
+// slower on an H200 (ResNet-18, batch 1 to 256): timing one cost up to 300 ms
+// at batch 256. Those are left out unless nothing else is proposed.
 func candidates(w *worker, l *convLayer, c *convPlan, limit uintptr) ([]choice, error) {
 	res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
 	if err != nil {
 		return nil, err
 	}
-	var out []choice
-	gemm := false
-	for _, r := range res {
-		if r.Err != nil || (len(out) >= quickTopK && (gemm || r.Algo != cudnn.AlgoImplicitPrecompGEMM)) {
-			continue
+	tensorOnly := w.e.net.dataType == cudnn.Half && w.e.net.math == cudnn.TensorOpMath
+	for _, only := range []bool{tensorOnly, false} {
+		var out []choice
+		gemm := false
+		for _, r := range res {
+			if r.Err != nil || (only && r.MathType != cudnn.TensorOpMath) ||
+				(len(out) >= quickTopK && (gemm || r.Algo != cudnn.AlgoImplicitPrecompGEMM)) {
+				continue
+			}
+			if slices.ContainsFunc(out, func(ch choice) bool { return ch.algo == r.Algo && ch.math == r.MathType }) {
+				continue
+			}
+			// The heuristics may under-report workspace: ask for the exact size.
+			if err := c.conv.SetMathType(r.MathType); err != nil {
+				return nil, err
+			}
+			need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, r.Algo)
+			if err != nil || need > limit {
+				continue
+			}
+			out = append(out, choice{algo: r.Algo, math: r.MathType, ws: need, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM})
+			gemm = gemm || r.Algo == cudnn.AlgoImplicitPrecompGEMM
 		}
-		if slices.ContainsFunc(out, func(ch choice) bool { return ch.algo == r.Algo && ch.math == r.MathType }) {
-			continue
+		if len(out) > 0 {
+			return out, nil
 		}
-		// The heuristics may under-report workspace: ask for the exact size.
-		if err := c.conv.SetMathType(r.MathType); err != nil {
-			return nil, err
-		}
-		need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, r.Algo)
-		if err != nil || need > limit {
-			continue
-		}
-		out = append(out, choice{algo: r.Algo, math: r.MathType, ws: need, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM})
-		gemm = gemm || r.Algo == cudnn.AlgoImplicitPrecompGEMM
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no algorithm fits the workspace")
-	}
-	return out, nil
+	return nil, errors.New("no algorithm fits the workspace")
 }

@@ -10,9 +10,10 @@ import (
 //
 //   - quick (the default, also when unset): ask cuDNN's heuristics
 //     (cudnnGetConvolutionForwardAlgorithm_v7) for their ranking and time
-//     only their first quickTopK algorithms that fit the workspace, plus the
-//     implicit precomputed GEMM algorithm when it is not among them, each as
-//     the call the forward pass makes;
+//     only their first quickTopK algorithms that fit the workspace (for FP16,
+//     those with tensor-op math), plus the implicit precomputed GEMM
+//     algorithm when it is not among them, each as the call the forward pass
+//     makes;
 //   - exhaustive: time every algorithm with
 //     cudnnFindConvolutionForwardAlgorithmEx.
 //
