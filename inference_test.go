@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -728,6 +729,51 @@ func TestFirstInferencesInsideOpenCountAsFirst(t *testing.T) {
 		assert.Equal(t, 19*time.Millisecond, w.First, "the engine's first inferences and the server's")
 		assert.Equal(t, 37*time.Millisecond, w.Total(), "all of New")
 	})
+}
+
+// starting is a scripted back-end that can Start (backend.Starter) and
+// records the order of Start, Open and stop.
+type starting struct {
+	*scripted
+	mu     sync.Mutex
+	events []string
+	opts   backend.Options // Start's
+}
+
+func (s *starting) record(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+}
+
+func (s *starting) Start(opts backend.Options) (stop func()) {
+	s.record("start")
+	s.opts = opts
+	return func() { s.record("stop") }
+}
+
+func (s *starting) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+	s.record("open")
+	if !reflect.DeepEqual(opts, s.opts) {
+		return nil, fmt.Errorf("Open's options %+v are not Start's %+v", opts, s.opts)
+	}
+	return s.scripted.Open(m, opts)
+}
+
+// TestStarterStartsBeforeTheModelLoads checks that the server starts a
+// backend.Starter before it loads the model, opens it with the same options
+// and stops it once, also when the model does not load.
+func TestStarterStartsBeforeTheModelLoads(t *testing.T) {
+	be := &starting{scripted: &scripted{}}
+	s, err := inference.New(inference.Config{Backend: be, Arch: resnet.Tiny(), Height: 32, Width: 32, MaxBatch: 4, Batches: []int{1, 4}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.Equal(t, []string{"start", "open", "stop"}, be.events)
+
+	be = &starting{scripted: &scripted{}}
+	_, err = inference.New(inference.Config{Backend: be, Checkpoint: "testdata/does-not-exist.pt"})
+	require.Error(t, err)
+	assert.Equal(t, []string{"start", "stop"}, be.events, "no Open, and what Start made is released")
 }
 
 // TestServerMatchesPyTorch serves every PyTorch reference model in

@@ -70,7 +70,8 @@ type Warmup struct {
 	// through every worker after Open.
 	First time.Duration
 	// Parts are the back-end's own steps of Open (backend.Info.Setup); all but
-	// backend.PartFirst add up to at most Setup.
+	// backend.PartFirst and the sub-steps (named "step.sub") add up to at
+	// most Setup.
 	Parts []backend.Part
 }
 
@@ -105,6 +106,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.queue = newRequestQueue(cfg.MaxQueue, cfg.QueuePolicy, s.dropped)
 
+	opts := backend.Options{
+		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
+		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
+		Precision: cfg.Precision, Graphs: cfg.Graphs, Convs: cfg.Convs, Devices: cfg.Devices, Batches: cfg.Batches,
+		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache, Normalization: cfg.Normalization,
+	}
+	if st, ok := be.(backend.Starter); ok {
+		// The back-end's driver and contexts start while the model loads.
+		stop := st.Start(opts)
+		defer stop()
+	}
 	start := time.Now()
 	if s.model, err = loadModel(cfg); err != nil {
 		return nil, err
@@ -118,12 +130,7 @@ func New(cfg Config) (*Server, error) {
 	s.geom = geometry{channels: arch.InChannels, height: cfg.Height, width: cfg.Width, maxBatch: cfg.MaxBatch, rejectNonFinite: cfg.RejectNonFinite}
 
 	start = time.Now()
-	s.eng, err = be.Open(s.model, backend.Options{
-		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
-		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
-		Precision: cfg.Precision, Graphs: cfg.Graphs, Convs: cfg.Convs, Devices: cfg.Devices, Batches: cfg.Batches,
-		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache, Normalization: cfg.Normalization,
-	})
+	s.eng, err = be.Open(s.model, opts)
 	if err != nil {
 		return nil, fmt.Errorf("inference: opening %s back-end: %w", be.Name(), err)
 	}

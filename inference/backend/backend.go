@@ -27,7 +27,10 @@
 //
 //   - load: building the model or reading its checkpoint (the server's);
 //   - setup: Backend.Open, which Info.Setup splits into the back-end's own
-//     named Parts (for example "plan" or "capture");
+//     named Parts (for example "plan" or "capture"), its steps, one after
+//     another; a step may be followed by Parts for its sub-steps, named
+//     "step.sub" (for example "init.context"), which are part of their step's
+//     time or overlap it, and are not added again;
 //   - first: the device's first inferences. A back-end that runs them inside
 //     Open (the cuda back-end primes every prepared batch size before it
 //     captures and calibrates) reports them as the Part named PartFirst; the
@@ -195,6 +198,17 @@ type Backend interface {
 	Open(m *resnet.Model, opts Options) (Engine, error)
 }
 
+// A Starter is a Backend that can begin, before Open, the part of its set-up
+// that needs no model (a GPU back-end's driver, libraries and device
+// contexts), so that it overlaps the caller's loading of the model. Start
+// returns at once and never fails (Open reports any error); the Open that
+// follows, with the same Options, takes over what it made. stop waits for
+// Start's work and releases whatever no Open took over: call it once, after
+// Open or instead of it.
+type Starter interface {
+	Start(opts Options) (stop func())
+}
+
 // An Engine is a model ready to run on one device kind.
 type Engine interface {
 	// Info describes the device for config lines and the warm-up breakdown.
@@ -222,8 +236,9 @@ type Info struct {
 	// (for example {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}).
 	Config []KV
 	// Setup splits the setup phase of warm-up (Open) into the back-end's own
-	// steps (for example "plan", "capture"), measured during Open; see the
-	// package comment for the vocabulary.
+	// steps (for example "plan", "capture"), each followed by its sub-steps
+	// ("plan.search"), measured during Open; see the package comment for the
+	// vocabulary.
 	Setup []Part
 	// GPU says the workers run on GPUs: Worker.Device is then a GPU ordinal
 	// (timelines get one process per device). False for host back-ends.

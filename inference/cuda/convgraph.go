@@ -180,8 +180,8 @@ func (w *worker) legacyConv(l *convLayer, c *convPlan, ch choice, x, y, z, wsp, 
 }
 
 // timeCalls returns the mean device time in milliseconds of enqueue on w's
-// compute stream, after one untimed run.
-func (w *worker) timeCalls(enqueue func() error) (float64, error) {
+// compute stream over reps runs back to back, after one untimed run.
+func (w *worker) timeCalls(enqueue func() error, reps int) (float64, error) {
 	if err := enqueue(); err != nil {
 		return 0, err
 	}
@@ -198,7 +198,7 @@ func (w *worker) timeCalls(enqueue func() error) (float64, error) {
 	if err := e0.Record(w.comp); err != nil {
 		return 0, err
 	}
-	for range graphReps {
+	for range reps {
 		if err := enqueue(); err != nil {
 			return 0, errors.Join(err, w.comp.Synchronize())
 		}
@@ -210,7 +210,61 @@ func (w *worker) timeCalls(enqueue func() error) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(d) / float64(time.Millisecond) / graphReps, nil
+	return float64(d) / float64(time.Millisecond) / float64(reps), nil
+}
+
+// quickGate is how long the quick search's gate holds the compute stream at
+// most: far longer than enqueueing quickReps calls takes, so a gate that
+// expires means that a call waited for the stream (such a call could not be
+// captured in a graph either).
+const quickGate = 250 * time.Millisecond
+
+// timeCandidate returns the device time in milliseconds of one call of
+// enqueue on w's compute stream, for the quick search. After one untimed call
+// (which pays what a first call costs: loading kernels, the library's own
+// set-up), it times one call alone; if that took more than twice beat (when
+// beat is positive), it returns that time, as the candidate cannot win.
+// Otherwise it returns the mean of quickReps calls enqueued behind a gate
+// (worker.gated), so that they run back to back however slowly the host
+// enqueues them; ErrGateExpired says that a call waited for the stream.
+func (w *worker) timeCandidate(enqueue func() error, beat float64) (float64, error) {
+	if err := errors.Join(enqueue(), w.comp.Synchronize()); err != nil {
+		return 0, err
+	}
+	s := &w.slots[0]
+	since := func() (float64, error) {
+		d, err := s.evComp1.Since(s.evComp0)
+		return float64(d) / float64(time.Millisecond), err
+	}
+	if err := s.evComp0.Record(w.comp); err != nil {
+		return 0, err
+	}
+	if err := enqueue(); err != nil {
+		return 0, errors.Join(err, w.comp.Synchronize())
+	}
+	if err := errors.Join(s.evComp1.Record(w.comp), s.evComp1.Synchronize()); err != nil {
+		return 0, err
+	}
+	ms, err := since()
+	if err != nil || (beat > 0 && ms > 2*beat) {
+		return ms, err
+	}
+	err = w.gatedFor(quickGate, func() error {
+		if err := s.evComp0.Record(w.comp); err != nil {
+			return err
+		}
+		for range quickReps {
+			if err := enqueue(); err != nil {
+				return err
+			}
+		}
+		return s.evComp1.Record(w.comp)
+	})
+	if err != nil {
+		return 0, err
+	}
+	ms, err = since()
+	return ms / quickReps, err
 }
 
 // measureGraph times the legacy choice leg of layer l (plan descriptors c) and
@@ -223,7 +277,7 @@ func (pl *planner) measureGraph(w *worker, l *convLayer, c *convPlan, leg choice
 		return nil, t, err
 	}
 	var err error
-	if t.legacy, err = w.timeCalls(func() error { return w.legacyConv(l, c, leg, x, y, z, wsp, ws) }); err != nil {
+	if t.legacy, err = w.timeCalls(func() error { return w.legacyConv(l, c, leg, x, y, z, wsp, ws) }, graphReps); err != nil {
 		return nil, t, fmt.Errorf("timing the legacy call: %w", err)
 	}
 	spec := fusedSpec(pl.net, l, n)
@@ -251,7 +305,7 @@ func (pl *planner) measureGraph(w *worker, l *convLayer, c *convPlan, leg choice
 		}
 		tried++
 		wt, b := w.dev.param(l.w), w.dev.param(l.b)
-		ms, err := w.timeCalls(func() error { return w.dnn.Run(p, x, wt, b, z, y, wsp) })
+		ms, err := w.timeCalls(func() error { return w.dnn.Run(p, x, wt, b, z, y, wsp) }, graphReps)
 		p.Destroy()
 		if err != nil {
 			if deviceLost(err) {

@@ -14,33 +14,50 @@
 //
 // Open prepares a backend.Engine in steps, each timed as a part of Info().Setup
 // under the name given here (the setup phase of warm-up, in package backend's
-// vocabulary: none of them is the server's load or first phase):
+// vocabulary: none of them is the server's load or first phase), and each
+// followed by parts for its sub-steps ("init.context"), whose times are the
+// wall time during which the sub-step was under way (several runs of it at
+// once count once; sub-steps of one step may overlap):
 //
-//  1. init: load cuDNN and cuBLAS, retain each device's primary context and
-//     upload the folded model (batch-norm folded into convolution weight and
-//     bias); make every Worker's streams, cuDNN/cuBLAS handles, activation
-//     buffers, per-slot device buffers, pinned staging and output buffers and
-//     events;
+//  1. init: initialise the driver and retain each device's primary context
+//     (init.driver, init.context) while, at the same time, cuDNN and cuBLAS
+//     load, with the parts of cuDNN it would load on its first convolution
+//     (init.libraries), and the model is folded (batch-norm into convolution
+//     weight and bias, init.fold) and packed (init.network); then, all at
+//     once, upload the weights (init.weights) and load the input conversion
+//     kernels (init.kernels) on every device, make every Worker's streams and
+//     cuDNN handle (init.cudnn-handles), cuBLAS handle (init.cublas-handles),
+//     activation buffers, per-slot device buffers and events (init.buffers)
+//     and page-locked staging and output buffers (init.pin), and open NVML
+//     (init.nvml). A backend.Starter's Start (the server calls it before it
+//     loads the model) does the driver, the contexts and the libraries ahead,
+//     so that init.driver and init.context are then only what Open still
+//     waited for;
 //  2. plan: make tensor descriptors for every batch size of Options.Batches and
-//     MaxBatch and, once per distinct convolution problem, choose the fastest
-//     algorithm measured with cudnnFindConvolutionForwardAlgorithmEx, or take it
-//     from the algorithm cache file (Options.AlgoCache, CacheEnv), so that a
-//     later start skips the search; with backend.ConvsGraph, also time the
-//     same convolution with its bias, residual add and ReLU as one operation
-//     graph of cuDNN's backend API, for the heuristics' first engine
-//     configurations, and keep the fastest plan where it beats the legacy
-//     call (convgraph.go; cached too); every worker finalizes its own plans;
-//     size one workspace per worker (other batch sizes are planned on first
-//     use with cuDNN's heuristics, untimed);
+//     MaxBatch and, once per distinct convolution problem, choose an algorithm
+//     by measuring (plan.search; SearchEnv says how: by default the
+//     heuristics' first few, each timed as the forward pass calls it), or take
+//     it from the algorithm cache file (Options.AlgoCache, CacheEnv) after
+//     checking it (plan.cache), so that a later start skips the search; with
+//     backend.ConvsGraph, also time the same convolution with its bias,
+//     residual add and ReLU as one operation graph of cuDNN's backend API, for
+//     the heuristics' first engine configurations, and keep the fastest plan
+//     where it beats the legacy call (convgraph.go; cached too); then every
+//     worker, all at once, finalizes its own plans and sizes its workspace
+//     (plan.workers; other batch sizes are planned on first use with cuDNN's
+//     heuristics, untimed);
 //  3. capture (Options.Graphs): record the forward pass of every planned batch
-//     size for every slot into a CUDA graph, to be replayed with one launch, and
-//     upload the graphs to the device (nothing runs);
+//     size for every slot into a CUDA graph (capture.record), to be replayed
+//     with one launch, instantiate it (capture.instantiate) and upload it to
+//     the device (capture.upload; nothing runs), every worker on its own
+//     thread at once;
 //  4. prime: run each worker's first forward pass of every planned batch size,
-//     as Compute would (one graph launch, with graphs). This is the engine's
-//     first inference, where the device first executes the model and pays what
-//     a first run costs (loading kernels, the libraries' lazy set-up), so that
-//     calibrate times warm passes and no prepared size pays it while serving;
-//     the server's first inference (first-ns) comes after Open and is warm;
+//     as Compute would (one graph launch, with graphs), the workers at once.
+//     This is the engine's first inference, where the device first executes
+//     the model and pays what a first run costs (loading kernels, the
+//     libraries' lazy set-up), so that calibrate times warm passes and no
+//     prepared size pays it while serving; the server's first inference
+//     (first-ns) comes after Open and is warm;
 //  5. calibrate (without Options.Graphs): on the first worker of every device,
 //     time each planned batch size's forward pass as the device runs it with
 //     nothing waiting for the host: the compute stream is held back by a gate
@@ -56,7 +73,7 @@
 // which tells a cold start from a warm one:
 // cudnn-algo-cache (off, cold, warm or partial, with hits and misses),
 // cudnn-algo-cache-file and, if the file could not be read or written,
-// cudnn-algo-cache-error.
+// cudnn-algo-cache-error; and cudnn-search, how a cold start searches.
 //
 // Precision picks the arithmetic and layout: FP32 is NCHW float without tensor
 // cores; TF32 is NHWC float with tensor cores allowed; FP16 is NHWC half with

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,13 +257,38 @@ func configValue(kv []backend.KV, key string) string {
 	return ""
 }
 
-// partNames lists the names of warm-up parts.
-func partNames(parts []backend.Part) []string {
+// stepNames lists the names of the warm-up parts that are steps, not
+// sub-steps ("init", not "init.context").
+func stepNames(parts []backend.Part) []string {
 	var out []string
 	for _, p := range parts {
-		out = append(out, p.Name)
+		if !strings.Contains(p.Name, ".") {
+			out = append(out, p.Name)
+		}
 	}
 	return out
+}
+
+// checkSubSteps checks that parts hold every sub-step in want, each right
+// after its step or a sibling, and that init's sub-steps took no longer than
+// init.
+func checkSubSteps(t *testing.T, parts []backend.Part, want []string) {
+	t.Helper()
+	byName := map[string]time.Duration{}
+	step := ""
+	for _, p := range parts {
+		byName[p.Name] = p.Time
+		if s, _, ok := strings.Cut(p.Name, "."); ok {
+			assert.Equal(t, step, s, "sub-step %s follows step %s", p.Name, step)
+		} else {
+			step = p.Name
+		}
+	}
+	for _, n := range want {
+		if assert.Contains(t, byName, n, "sub-step") && strings.HasPrefix(n, "init.") {
+			assert.LessOrEqual(t, byName[n], byName["init"], "%s within init", n)
+		}
+	}
 }
 
 // TestWarmup opens ResNet-18 for batches 1, 32 and 256 twice per
@@ -296,10 +322,18 @@ func TestWarmup(t *testing.T) {
 				assert.Equal(t, fmt.Sprintf("warm hits=%d misses=0", searched), configValue(info.Config, "cudnn-algo-cache"))
 			}
 			want := []string{"init", "plan", "prime", "calibrate"}
+			subs := []string{"init.driver", "init.context", "init.libraries", "init.fold", "init.network", "init.weights",
+				"init.kernels", "init.cudnn-handles", "init.cublas-handles", "init.buffers", "init.pin", "init.nvml",
+				"plan.cache", "plan.workers"}
 			if cfg.graphs {
 				want = []string{"init", "plan", "capture", "prime"}
+				subs = append(subs, "capture.record", "capture.instantiate", "capture.upload")
 			}
-			assert.Equal(t, want, partNames(info.Setup), "warm-up parts")
+			if round == "cold" {
+				subs = append(subs, "plan.search")
+			}
+			assert.Equal(t, want, stepNames(info.Setup), "warm-up steps")
+			checkSubSteps(t, info.Setup, subs)
 			if cfg.prec == backend.FP32 && !cfg.graphs && round == "cold" {
 				for _, kv := range info.Config {
 					t.Logf("  %s: %s", kv.Key, kv.Value)
@@ -630,4 +664,34 @@ func TestOpenWithoutGPU(t *testing.T) {
 	assert.ErrorIs(t, err, backend.ErrNoGPU)
 	_, err = Describe()
 	assert.ErrorIs(t, err, backend.ErrNoGPU)
+}
+
+// TestStartThenOpen checks that Open takes over the contexts an earlier
+// Start retained and runs on them, and that a Start no Open follows is
+// undone by its stop.
+func TestStartThenOpen(t *testing.T) {
+	requireGPU(t)
+	m, err := resnet.New(resnet.Tiny(), 1)
+	require.NoError(t, err)
+	opts := backend.Options{Workers: 2, Slots: 1, MaxBatch: 2, Height: 32, Width: 32, AlgoCache: "off"}
+	pending := func() bool {
+		started.mu.Lock()
+		defer started.mu.Unlock()
+		return started.e != nil
+	}
+	st := New().(backend.Starter)
+	stop := st.Start(opts)
+	e, err := New().Open(m, opts)
+	require.NoError(t, err)
+	assert.False(t, pending(), "Open took the early set-up over")
+	logits := run(t, e, [][]float32{randomInput(1, 32, 32, 1)}, 1)
+	for _, v := range logits {
+		require.False(t, math.IsNaN(float64(v)) || math.IsInf(float64(v), 0), "logits %v", logits)
+	}
+	require.NoError(t, e.Close())
+	stop()
+
+	stop = st.Start(opts)
+	stop()
+	assert.False(t, pending(), "stop undid a Start without Open")
 }

@@ -26,7 +26,7 @@ type device struct {
 	// as library calls (no graphs). Written only during Open.
 	ownTime map[int]time.Duration
 	// kernels are the input conversion kernels, loaded in the device's
-	// context by its first worker (see loadInputKernels).
+	// context by load (see loadInputKernels).
 	kernels *inputKernels
 }
 
@@ -66,9 +66,9 @@ func withContext(d *device, f func() error) (err error) {
 	return f()
 }
 
-// newDevice retains device ord's primary context and uploads params to it.
+// newDevice retains device ord's primary context and makes its idle stream.
 // On error it returns what it made, for close.
-func newDevice(ord int, params []byte) (*device, error) {
+func newDevice(ord int) (*device, error) {
 	dev, err := cudadrv.GetDevice(ord)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -83,15 +83,33 @@ func newDevice(ord int, params []byte) (*device, error) {
 		if d.ref, err = cudadrv.NewStream(); err != nil {
 			return fmt.Errorf("cuda: device %d: %w", ord, err)
 		}
-		if d.params, err = cudadrv.MemAlloc(len(params)); err != nil {
-			return fmt.Errorf("cuda: device %d: weights: %w", ord, err)
-		}
-		if err := cudadrv.MemcpyHtoD(d.params, unsafe.Pointer(&params[0]), len(params)); err != nil {
-			return fmt.Errorf("cuda: device %d: upload weights: %w", ord, err)
-		}
 		return nil
 	})
 	return d, err
+}
+
+// load uploads net's parameters to the device and loads its input conversion
+// kernels for o, timing both as sub-steps of init.
+func (d *device) load(net *network, o backend.Options, clock *stopwatch) error {
+	return withContext(d, func() error {
+		err := clock.time("init.weights", func() error {
+			var err error
+			if d.params, err = cudadrv.MemAlloc(len(net.params)); err != nil {
+				return fmt.Errorf("cuda: device %d: weights: %w", d.ordinal, err)
+			}
+			if err := cudadrv.MemcpyHtoD(d.params, unsafe.Pointer(&net.params[0]), len(net.params)); err != nil {
+				return fmt.Errorf("cuda: device %d: upload weights: %w", d.ordinal, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return clock.time("init.kernels", func() (err error) {
+			d.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width)
+			return err
+		})
+	})
 }
 
 // param is the device address of the parameter at byte offset off.
@@ -111,7 +129,7 @@ func (d *device) pciLocation() ([3]int, error) {
 
 func (d *device) close() error {
 	var errs []error
-	if d.params != 0 || !d.ref.IsZero() {
+	if d.params != 0 || !d.ref.IsZero() || d.kernels != nil {
 		errs = append(errs, withContext(d, func() error {
 			errs := []error{d.kernels.unload()}
 			if d.params != 0 {

@@ -29,7 +29,8 @@ const findWorkspace = 256 << 20
 // backend.DeviceRegistrar. Its methods are safe for concurrent use.
 type engine struct {
 	opts    backend.Options
-	folded  *resnet.Folded
+	model   *resnet.Model  // read during Open only
+	folded  *resnet.Folded // the model folded, made by init
 	dnn     *cudnn.Lib
 	blas    *cublas.Lib
 	net     *network
@@ -43,6 +44,10 @@ type engine struct {
 	calibrateErr error  // why calibrate could not time the forward pass
 	inputKernel  bool   // float32 input is converted by our kernel (useInputKernel at Open)
 	stemWhy      string // why the stem is not in the form StemEnv asked for (chooseStem)
+
+	config    []backend.KV // Describe's lines, read during init
+	configErr error
+	clock     *stopwatch // Open's sub-steps
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -75,7 +80,7 @@ func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, 
 	if m.Arch.InChannels != 3 {
 		return nil, fmt.Errorf("cuda: model has %d input channels, want 3", m.Arch.InChannels)
 	}
-	e := &engine{opts: opts, folded: m.Fold(), inputKernel: useInputKernel}
+	e := &engine{opts: opts, model: m, inputKernel: useInputKernel}
 	if err := e.open(); err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
@@ -107,8 +112,9 @@ func normalise(o backend.Options) (backend.Options, error) {
 }
 
 // open runs the steps the package comment lists, timing each as a part of
-// Info().Setup.
+// Info().Setup followed by its sub-steps.
 func (e *engine) open() error {
+	e.clock = newStopwatch(time.Now)
 	steps := []struct {
 		name string
 		run  func() error
@@ -131,20 +137,20 @@ func (e *engine) open() error {
 		}
 		setup = append(setup, backend.Part{Name: s.name, Time: time.Since(t0)})
 	}
-	cfg, err := Describe()
-	if err != nil {
-		cfg = []backend.KV{{Key: "gpu", Value: "unknown: " + err.Error()}}
+	cfg := e.config
+	if e.configErr != nil {
+		cfg = []backend.KV{{Key: "gpu", Value: "unknown: " + e.configErr.Error()}}
 	}
 	cfg = append(cfg, backend.KV{Key: "cuda-devices", Value: fmt.Sprint(e.opts.Devices)})
 	cfg = append(cfg, e.plans.cache.config()...)
+	cfg = append(cfg, backend.KV{Key: "cudnn-search", Value: e.plans.search.String()})
 	cfg = append(cfg, backend.KV{Key: "cuda-convs", Value: e.plans.convsConfig()})
 	cfg = append(cfg, backend.KV{Key: "cuda-stem", Value: e.stemConfig()})
 	if e.calibrateErr != nil {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
-	e.sampler = newSampler(e)
 	cfg = append(cfg, e.sampler.config())
-	e.info = backend.Info{Config: cfg, Setup: setup, GPU: true}
+	e.info = backend.Info{Config: cfg, Setup: e.clock.parts(setup), GPU: true}
 	return nil
 }
 
@@ -163,98 +169,154 @@ func (e *engine) stemConfig() string {
 	return v
 }
 
-// initialise loads the libraries, retains each device's context and uploads the
-// weights, and makes the workers.
+// initialise loads the libraries and packs the network while the driver
+// starts and retains each device's context (or takes over those a Start
+// made); then, all at once, uploads the weights and loads the input kernels
+// on every device, makes the workers and opens NVML.
 func (e *engine) initialise() error {
-	n, err := deviceCount()
+	ordinals := distinct(e.opts.Devices)
+	err := concurrently(
+		func() error {
+			var n int
+			err := e.clock.time("init.driver", func() (err error) {
+				n, err = deviceCount()
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			for _, ord := range ordinals {
+				if ord < 0 || ord >= n {
+					return fmt.Errorf("cuda: device %d does not exist (%d devices)", ord, n)
+				}
+			}
+			return e.clock.time("init.context", func() (err error) {
+				early := takeStarted() // what a Start made, now ours
+				defer func() { err = errors.Join(err, closeDevices(early)) }()
+				for _, ord := range ordinals {
+					d := early[ord]
+					delete(early, ord)
+					if d == nil {
+						d, err = newDevice(ord)
+					}
+					if d != nil {
+						e.devices = append(e.devices, d)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+		func() error {
+			err := e.clock.time("init.libraries", func() (err error) {
+				if e.dnn, err = cudnn.Load(); err != nil {
+					return fmt.Errorf("cuda: %w", err)
+				}
+				e.dnn.Preload()
+				if e.blas, err = cublas.Load(); err != nil {
+					return fmt.Errorf("cuda: %w", err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			_ = e.clock.time("init.fold", func() error {
+				e.folded = e.model.Fold()
+				return nil
+			})
+			return e.clock.time("init.network", func() error {
+				env := os.Getenv(StemEnv)
+				stem, why, err := chooseStem(env, e.opts.Precision, e.inputKernel)
+				if err != nil {
+					return fmt.Errorf("cuda: %w", err)
+				}
+				if why != "" {
+					e.stemWhy = fmt.Sprintf("%s=%s: %s", StemEnv, env, why)
+				}
+				e.net, err = newNetwork(e.dnn, e.folded, e.opts, stem)
+				return err
+			})
+		},
+	)
 	if err != nil {
-		return err
-	}
-	if e.dnn, err = cudnn.Load(); err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
-	if e.blas, err = cublas.Load(); err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
-	env := os.Getenv(StemEnv)
-	stem, why, err := chooseStem(env, e.opts.Precision, e.inputKernel)
-	if err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
-	if why != "" {
-		e.stemWhy = fmt.Sprintf("%s=%s: %s", StemEnv, env, why)
-	}
-	if e.net, err = newNetwork(e.dnn, e.folded, e.opts, stem); err != nil {
 		return err
 	}
 	e.plans = newPlanner(e.dnn, e.net, e.opts)
 	byOrdinal := map[int]*device{}
-	for _, ord := range e.opts.Devices {
-		if ord < 0 || ord >= n {
-			return fmt.Errorf("cuda: device %d does not exist (%d devices)", ord, n)
-		}
-		if byOrdinal[ord] != nil {
-			continue
-		}
-		d, err := newDevice(ord, e.net.params)
-		if d != nil {
-			e.devices = append(e.devices, d)
-			byOrdinal[ord] = d
-		}
-		if err != nil {
-			return err
-		}
+	var jobs []func() error
+	for _, d := range e.devices {
+		byOrdinal[d.ordinal] = d
+		jobs = append(jobs, func() error { return d.load(e.net, e.opts, e.clock) })
 	}
-	e.copier = newCopier(min(8, runtime.NumCPU()))
-	for i := 0; i < e.opts.Workers; i++ {
+	workers := make([]*worker, e.opts.Workers)
+	for i := range workers {
 		d := byOrdinal[e.opts.Devices[i%len(e.opts.Devices)]]
-		w, err := newWorker(e, i, d)
+		jobs = append(jobs, func() (err error) {
+			workers[i], err = newWorker(e, i, d)
+			return err
+		})
+	}
+	jobs = append(jobs, func() error {
+		return e.clock.time("init.nvml", func() error {
+			// The sampler initialises NVML first, so that Describe's NVML
+			// query finds it initialised.
+			e.sampler = newSampler(e)
+			e.config, e.configErr = Describe()
+			return nil
+		})
+	})
+	e.copier = newCopier(min(8, runtime.NumCPU()))
+	err = concurrently(jobs...)
+	for _, w := range workers {
 		if w != nil {
 			e.workers = append(e.workers, w)
 		}
-		if err != nil {
-			return err
-		}
 	}
-	return nil
+	return err
 }
 
 // plan makes the plans of the prepared batch sizes (choosing algorithms on
-// worker 0) and gives every worker the workspace they need.
+// worker 0) and gives every worker, at once, the workspace they need and
+// their backend-API plans.
 func (e *engine) plan() error {
-	ws, err := e.plans.prepare(e.workers[0])
+	ws, err := e.plans.prepare(e.workers[0], e.clock)
 	if err != nil {
 		return err
 	}
+	var jobs []func() error
 	for _, w := range e.workers {
-		if err := w.allocWorkspace(ws); err != nil {
-			return err
-		}
-		if err := w.prepareFused(); err != nil {
-			return err
-		}
+		jobs = append(jobs, func() error {
+			return e.clock.time("plan.workers", func() error {
+				if err := w.allocWorkspace(ws); err != nil {
+					return err
+				}
+				return w.prepareFused()
+			})
+		})
 	}
-	return nil
+	return concurrently(jobs...)
 }
 
-// capture records every worker's graphs (Options.Graphs).
+// capture records every worker's graphs (Options.Graphs), the workers at
+// once: each records on its own stream, in a capture local to its thread.
 func (e *engine) capture() error {
+	var jobs []func() error
 	for _, w := range e.workers {
-		if err := w.capture(); err != nil {
-			return err
-		}
+		jobs = append(jobs, w.capture)
 	}
-	return nil
+	return concurrently(jobs...)
 }
 
-// prime runs every worker's first forward passes.
+// prime runs every worker's first forward passes, the workers at once.
 func (e *engine) prime() error {
+	var jobs []func() error
 	for _, w := range e.workers {
-		if err := w.prime(); err != nil {
-			return err
-		}
+		jobs = append(jobs, w.prime)
 	}
-	return nil
+	return concurrently(jobs...)
 }
 
 // calibrate measures, on the first worker of every device, the forward pass's

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
@@ -59,20 +60,54 @@ type convLayer struct {
 // align keeps every parameter array on a 256-byte boundary.
 const align = 256
 
-// add appends v to params, as binary16 when fp16 is set, and returns its byte offset.
+// add appends v to params, as binary16 when fp16 is set, and returns its byte
+// offset. Large arrays are converted on several goroutines.
 func (n *network) add(v []float32, fp16 bool) int {
 	off := len(n.params)
-	for _, f := range v {
+	size := 4
+	if fp16 {
+		size = 2
+	}
+	end := off + size*len(v)
+	padded := (end + align - 1) / align * align
+	n.params = slices.Grow(n.params, padded-off)[:padded]
+	dst := n.params[off:end]
+	parallelFor(len(v), 1<<16, func(lo, hi int) {
 		if fp16 {
-			n.params = binary.LittleEndian.AppendUint16(n.params, half.FromFloat32(f))
-		} else {
-			n.params = binary.LittleEndian.AppendUint32(n.params, math.Float32bits(f))
+			for i, f := range v[lo:hi] {
+				binary.LittleEndian.PutUint16(dst[2*(lo+i):], half.FromFloat32(f))
+			}
+			return
+		}
+		for i, f := range v[lo:hi] {
+			binary.LittleEndian.PutUint32(dst[4*(lo+i):], math.Float32bits(f))
+		}
+	})
+	clear(n.params[end:padded])
+	return off
+}
+
+// packedSize is the length params will have for f: every convolution's
+// weights and bias in the compute type (binary16 when half is set), the
+// classifier in float32, each array aligned.
+func packedSize(f *resnet.Folded, half bool) int {
+	size := 4
+	if half {
+		size = 2
+	}
+	aligned := func(n int) int { return (n + align - 1) / align * align }
+	total := aligned(4*len(f.FC.Weight)) + aligned(4*len(f.FC.Bias))
+	conv := func(c *resnet.FoldedConv) { total += aligned(size*len(c.Weight)) + aligned(size*len(c.Bias)) }
+	conv(&f.Stem)
+	for i := range f.Blocks {
+		b := &f.Blocks[i]
+		conv(&b.Conv1)
+		conv(&b.Conv2)
+		if b.Down != nil {
+			conv(b.Down)
 		}
 	}
-	for len(n.params)%align != 0 {
-		n.params = append(n.params, 0)
-	}
-	return off
+	return total
 }
 
 // layout returns the data type, tensor format and math type for precision p:
@@ -129,6 +164,7 @@ func newNetwork(dnn *cudnn.Lib, f *resnet.Folded, o backend.Options, stem stemFo
 		}
 		g.Stem, h, w = *s, sh, sw
 	}
+	n.params = make([]byte, 0, packedSize(&g, half))
 	if err := n.build(&g, h, w, conv); err != nil {
 		n.destroy()
 		return nil, err

@@ -77,12 +77,13 @@ type planner struct {
 	// mix), or n itself. Fixed by prepare.
 	runAs []int
 
+	search  search       // how prepare chooses algorithms the cache does not hold
 	cache   cacheUse     // what prepare did with the algorithm cache
 	timings []convTiming // what prepare measured of backend-API plans
 }
 
 func newPlanner(dnn *cudnn.Lib, net *network, opts backend.Options) *planner {
-	return &planner{dnn: dnn, net: net, opts: opts, plans: make([]*plan, opts.MaxBatch+1)}
+	return &planner{dnn: dnn, net: net, opts: opts, plans: make([]*plan, opts.MaxBatch+1), search: searchFromEnv()}
 }
 
 // newPlan makes the descriptors for n images and asks choose for every
@@ -192,15 +193,20 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 // prepare plans every batch size of Options.Batches, measuring algorithms on w
 // (one search per distinct convolution problem, found in the algorithm cache
 // when it holds it), fixes runAs and returns the workspace the plans need.
-func (pl *planner) prepare(w *worker) (uintptr, error) {
+// The searches are the sub-step plan.search of clock, reading and checking
+// the cache plan.cache.
+func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 	pl.cache.path = cachePath(pl.opts.AlgoCache)
-	cache, err := loadAlgoCache(pl.cache.path)
-	pl.cache.err = err
+	var cache *algoCache
+	_ = clock.time("plan.cache", func() (err error) {
+		cache, pl.cache.err = loadAlgoCache(pl.cache.path)
+		return nil
+	})
 	gpu, err := w.dev.dev.Name()
 	if err != nil {
 		return 0, fmt.Errorf("cuda: %w", err)
 	}
-	prefix := fmt.Sprintf("%s|cudnn %d|%s|", gpu, pl.dnn.Version(), pl.opts.Precision)
+	prefix := fmt.Sprintf("%s|cudnn %d|%s|%s", gpu, pl.dnn.Version(), pl.opts.Precision, pl.search.keyPart())
 	var ws uintptr
 	err = withContext(w.dev, func() (err error) {
 		var find uintptr // search workspace, allocated on the first search
@@ -242,7 +248,13 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 				}
 				ckey := prefix + fmt.Sprintf("%+v relu=%v", key, l.relu)
 				if v, ok := cache.get(ckey); ok {
-					if ch, ok := validate(w.dnn, l, c, v); ok {
+					var ch choice
+					ok := false
+					_ = clock.time("plan.cache", func() error {
+						ch, ok = validate(w.dnn, l, c, v)
+						return nil
+					})
+					if ok {
 						pl.cache.hits++
 						seen[key] = ch
 						return ch, nil
@@ -252,12 +264,12 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 				if err := needFind(); err != nil {
 					return choice{}, err
 				}
-				x, y, _ := buffers(l)
-				res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, find, findWorkspace)
-				if err != nil {
-					return choice{}, err
-				}
-				ch, err := pick(res, l.relu, findWorkspace, true)
+				x, y, z := buffers(l)
+				var ch choice
+				err := clock.time("plan.search", func() (err error) {
+					ch, err = pl.search.choose(w, l, c, x, y, z, find, findWorkspace)
+					return err
+				})
 				if err != nil {
 					return choice{}, err
 				}
@@ -278,7 +290,13 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 				key := shapeKey{l.in, l.inH, l.inW, l.out, l.k, l.stride, l.pad, n}
 				gkey := graphKey(prefix, key, l)
 				if v, ok := cache.get(gkey); ok {
-					if g, ok := pl.graphChoiceFromCache(w, spec, v); ok {
+					var g *graphChoice
+					ok := false
+					_ = clock.time("plan.cache", func() error {
+						g, ok = pl.graphChoiceFromCache(w, spec, v)
+						return nil
+					})
+					if ok {
 						pl.cache.hits++
 						seenGraph[spec], ch.graph = g, g
 						return ch, nil
@@ -289,7 +307,12 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 					return choice{}, err
 				}
 				x, y, z := buffers(l)
-				g, t, err := pl.measureGraph(w, l, c, ch, n, x, y, z, find, findWorkspace)
+				var g *graphChoice
+				var t convTiming
+				err = clock.time("plan.search", func() (err error) {
+					g, t, err = pl.measureGraph(w, l, c, ch, n, x, y, z, find, findWorkspace)
+					return err
+				})
 				if err != nil {
 					return choice{}, err
 				}
@@ -314,9 +337,12 @@ func (pl *planner) prepare(w *worker) (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	if serr := cache.save(); serr != nil {
-		pl.cache.err = errors.Join(pl.cache.err, serr)
-	}
+	_ = clock.time("plan.cache", func() error {
+		if serr := cache.save(); serr != nil {
+			pl.cache.err = errors.Join(pl.cache.err, serr)
+		}
+		return nil
+	})
 	pl.runAs = padSizes(pl.opts.MaxBatch, func(m int) bool { return pl.plans[m] != nil })
 	return ws, nil
 }
@@ -395,4 +421,96 @@ func (pl *planner) destroy() {
 			pl.plans[i] = nil
 		}
 	}
+}
+
+// choose picks layer l's algorithm for the descriptors of c on w, running
+// convolutions from x to y (with residual z) with wsSize bytes of workspace
+// at ws, as the search says.
+func (s search) choose(w *worker, l *convLayer, c *convPlan, x, y, z, ws, wsSize uintptr) (choice, error) {
+	if s.exhaustive {
+		res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, ws, wsSize)
+		if err != nil {
+			return choice{}, err
+		}
+		return pick(res, l.relu, wsSize, true)
+	}
+	cands, err := candidates(w, l, c, wsSize)
+	if err != nil {
+		return choice{}, err
+	}
+	var best choice
+	bestTime := -1.0
+	var errs []error
+	for _, ch := range cands {
+		if err := c.conv.SetMathType(ch.math); err != nil {
+			return choice{}, err
+		}
+		ms, err := w.timeCandidate(func() error { return w.legacyConv(l, c, ch, x, y, z, ws, wsSize) }, bestTime)
+		if err != nil {
+			if deviceLost(err) {
+				return choice{}, err
+			}
+			errs = append(errs, fmt.Errorf("algorithm %d: %w", ch.algo, err))
+			continue
+		}
+		if bestTime < 0 || ms < bestTime {
+			best, bestTime = ch, ms
+		}
+	}
+	if bestTime >= 0 {
+		return best, nil
+	}
+	// Every candidate failed. If each only waited for the stream behind the
+	// gate, it still runs: take the heuristics' first.
+	for _, err := range errs {
+		if !errors.Is(err, cudadrv.ErrGateExpired) {
+			return choice{}, fmt.Errorf("no algorithm ran: %w", errors.Join(errs...))
+		}
+	}
+	return cands[0], nil
+}
+
+// candidates lists, in the heuristics' order, the first quickTopK distinct
+// algorithms (with their math type) that accept l and need at most limit
+// bytes of workspace, and then the implicit precomputed GEMM algorithm if it
+// was not among them (the one a convolution without ReLU fuses with). Each is
+// fused when forward would fuse it.
+//
+// For half-precision data only tensor-op math runs on tensor cores, and the
+// heuristics also rank default-math variants, which ran 30 to 1,000 times
+// slower on an H200 (ResNet-18, batch 1 to 256): timing one cost up to 300 ms
+// at batch 256. Those are left out unless nothing else is proposed.
+func candidates(w *worker, l *convLayer, c *convPlan, limit uintptr) ([]choice, error) {
+	res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
+	if err != nil {
+		return nil, err
+	}
+	tensorOnly := w.e.net.dataType == cudnn.Half && w.e.net.math == cudnn.TensorOpMath
+	for _, only := range []bool{tensorOnly, false} {
+		var out []choice
+		gemm := false
+		for _, r := range res {
+			if r.Err != nil || (only && r.MathType != cudnn.TensorOpMath) ||
+				(len(out) >= quickTopK && (gemm || r.Algo != cudnn.AlgoImplicitPrecompGEMM)) {
+				continue
+			}
+			if slices.ContainsFunc(out, func(ch choice) bool { return ch.algo == r.Algo && ch.math == r.MathType }) {
+				continue
+			}
+			// The heuristics may under-report workspace: ask for the exact size.
+			if err := c.conv.SetMathType(r.MathType); err != nil {
+				return nil, err
+			}
+			need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, r.Algo)
+			if err != nil || need > limit {
+				continue
+			}
+			out = append(out, choice{algo: r.Algo, math: r.MathType, ws: need, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM})
+			gemm = gemm || r.Algo == cudnn.AlgoImplicitPrecompGEMM
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, errors.New("no algorithm fits the workspace")
 }

@@ -146,12 +146,14 @@ func s2dStem(c *resnet.FoldedConv, h, w int) (s *resnet.FoldedConv, sh, sw int, 
 func ohwi(c *resnet.FoldedConv) []float32 {
 	out := make([]float32, len(c.Weight))
 	kk := c.K * c.K
-	for o := 0; o < c.Out; o++ {
-		for i := 0; i < c.In; i++ {
-			for k := 0; k < kk; k++ {
-				out[(o*kk+k)*c.In+i] = c.Weight[(o*c.In+i)*kk+k]
+	parallelFor(c.Out, max(1, (1<<16)/max(1, c.In*kk)), func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			for i := 0; i < c.In; i++ {
+				for k := 0; k < kk; k++ {
+					out[(o*kk+k)*c.In+i] = c.Weight[(o*c.In+i)*kk+k]
+				}
 			}
 		}
-	}
+	})
 	return out
 }

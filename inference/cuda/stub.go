@@ -18,3 +18,6 @@ func (cudaBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, 
 func Describe() ([]backend.KV, error) {
 	return nil, fmt.Errorf("cuda: %w", backend.ErrNoGPU)
 }
+
+// Start does nothing: this build has no GPU support (Open says so).
+func (cudaBackend) Start(backend.Options) (stop func()) { return func() {} }

@@ -132,8 +132,41 @@ func (w *worker) alloc(bytes int) (uintptr, error) {
 	return p, nil
 }
 
+// init makes the worker's streams, library handles, device buffers, events
+// and page-locked host buffers, timing the cuDNN handle, the cuBLAS handle,
+// the device buffers and the host buffers as sub-steps of init.
 func (w *worker) init() error {
-	o, net := w.e.opts, w.e.net
+	err := w.e.clock.time("init.cudnn-handles", func() error {
+		if err := w.makeStreams(); err != nil {
+			return err
+		}
+		var err error
+		if w.dnn, err = w.e.dnn.Create(); err != nil {
+			return err
+		}
+		return w.dnn.SetStream(w.comp.Pointer())
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.e.clock.time("init.cublas-handles", w.makeBLAS); err != nil {
+		return err
+	}
+	if err := w.e.clock.time("init.buffers", w.makeBuffers); err != nil {
+		return err
+	}
+	return w.e.clock.time("init.pin", func() error {
+		for i := range w.slots {
+			if err := w.pinSlot(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// makeStreams makes the worker's streams: one, or three for Overlap.
+func (w *worker) makeStreams() error {
 	var err error
 	if w.comp, err = cudadrv.NewStream(); err != nil {
 		return err
@@ -147,12 +180,12 @@ func (w *worker) init() error {
 			return err
 		}
 	}
-	if w.dnn, err = w.e.dnn.Create(); err != nil {
-		return err
-	}
-	if err := w.dnn.SetStream(w.comp.Pointer()); err != nil {
-		return err
-	}
+	return nil
+}
+
+// makeBLAS makes the cuBLAS handle, on the compute stream.
+func (w *worker) makeBLAS() error {
+	var err error
 	if w.blas, err = w.e.blas.Create(); err != nil {
 		return err
 	}
@@ -160,12 +193,16 @@ func (w *worker) init() error {
 		return err
 	}
 	math := cublas.DefaultMath
-	if o.Precision == backend.TF32 {
+	if w.e.opts.Precision == backend.TF32 {
 		math = cublas.TF32Math
 	}
-	if err := w.blas.SetMath(math); err != nil {
-		return err
-	}
+	return w.blas.SetMath(math)
+}
+
+// makeBuffers allocates the device buffers and the slots' events.
+func (w *worker) makeBuffers() error {
+	o, net := w.e.opts, w.e.net
+	var err error
 	if w.blasWS, err = w.alloc(blasWorkspace); err != nil {
 		return err
 	}
@@ -174,11 +211,6 @@ func (w *worker) init() error {
 	}
 	b, el := o.MaxBatch, net.elem
 	per := 3 * o.Height * o.Width
-	if w.dev.kernels == nil {
-		if w.dev.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width); err != nil {
-			return err
-		}
-	}
 	if net.transform {
 		if w.x, err = w.alloc(el * b * net.stemInput()); err != nil {
 			return err
@@ -219,19 +251,6 @@ func (w *worker) init() error {
 		if s.outDev, err = w.alloc(4 * b * net.classes); err != nil {
 			return err
 		}
-		if !o.PinnedInput {
-			if s.stage, err = hostFloats(b * per); err != nil {
-				return err
-			}
-			p, err := cudadrv.HostAlloc(b * per)
-			if err != nil {
-				return err
-			}
-			s.stageU8 = unsafe.Slice((*uint8)(p), b*per)
-		}
-		if s.out, err = hostFloats(b * net.classes); err != nil {
-			return err
-		}
 		for _, ev := range s.events() {
 			if *ev, err = cudadrv.NewEvent(); err != nil {
 				return err
@@ -241,6 +260,26 @@ func (w *worker) init() error {
 	return nil
 }
 
+// pinSlot makes slot i's page-locked host buffers: its staging buffers for
+// float32 and uint8 input (unless Options.PinnedInput) and its logits.
+func (w *worker) pinSlot(i int) error {
+	o, s := w.e.opts, &w.slots[i]
+	n := o.MaxBatch * 3 * o.Height * o.Width
+	var err error
+	if !o.PinnedInput {
+		if s.stage, err = hostFloats(n); err != nil {
+			return err
+		}
+		p, err := cudadrv.HostAlloc(n)
+		if err != nil {
+			return err
+		}
+		s.stageU8 = unsafe.Slice((*uint8)(p), n)
+	}
+	s.out, err = hostFloats(o.MaxBatch * w.e.net.classes)
+	return err
+}
+
 // blasWorkspace is the cuBLAS workspace of a worker in bytes.
 const blasWorkspace = 32 << 20
 
@@ -248,6 +287,7 @@ const blasWorkspace = 32 << 20
 // and both input types (float32, uint8) into a CUDA graph, and uploads each
 // graph to the device without running it.
 func (w *worker) capture() error {
+	clock := w.e.clock
 	return withContext(w.dev, func() error {
 		w.graphs = make([]map[captureKey]cudadrv.Exec, len(w.slots))
 		for i := range w.slots {
@@ -259,25 +299,34 @@ func (w *worker) capture() error {
 				if k.uint8 {
 					in.u8 = s.inU8
 				}
-				if err := cudadrv.BeginCapture(w.comp); err != nil {
-					return w.wrap("capture", err)
-				}
-				ferr := w.forward(w.e.plans.prepared(n), in, s.outDev)
-				g, err := cudadrv.EndCapture(w.comp)
-				if err := errors.Join(ferr, err); err != nil {
+				var g cudadrv.Graph
+				err := clock.time("capture.record", func() error {
+					if err := cudadrv.BeginCapture(w.comp); err != nil {
+						return err
+					}
+					ferr := w.forward(w.e.plans.prepared(n), in, s.outDev)
+					var err error
+					g, err = cudadrv.EndCapture(w.comp)
+					return errors.Join(ferr, err)
+				})
+				if err != nil {
 					return w.wrap(fmt.Sprintf("capture of batch %d", n), errors.Join(err, g.Destroy()))
 				}
-				exec, err := g.Instantiate()
-				if err := errors.Join(err, g.Destroy()); err != nil {
+				var exec cudadrv.Exec
+				err = clock.time("capture.instantiate", func() (err error) {
+					exec, err = g.Instantiate()
+					return errors.Join(err, g.Destroy())
+				})
+				if err != nil {
 					return w.wrap("capture", errors.Join(err, exec.Destroy()))
 				}
 				w.graphs[i][k] = exec
-				if err := exec.Upload(w.comp); err != nil {
+				if err := clock.time("capture.upload", func() error { return exec.Upload(w.comp) }); err != nil {
 					return w.wrap("graph upload", err)
 				}
 			}
 		}
-		return w.wrap("graph upload", w.comp.Synchronize())
+		return w.wrap("graph upload", clock.time("capture.upload", w.comp.Synchronize))
 	})
 }
 
@@ -506,8 +555,12 @@ func (w *worker) enqueueForward(slot int, p *plan) (graph bool, err error) {
 // gated enqueues work on the compute stream behind a gate that opens only
 // once enqueue has returned, so the device runs the work back to back and
 // the host's enqueue time does not show in it, and waits for the stream.
-func (w *worker) gated(enqueue func() error) error {
-	g, err := cudadrv.HoldStream(w.comp)
+func (w *worker) gated(enqueue func() error) error { return w.gatedFor(5*time.Second, enqueue) }
+
+// gatedFor is gated with a gate that gives up after limit
+// (cudadrv.HoldStreamFor).
+func (w *worker) gatedFor(limit time.Duration, enqueue func() error) error {
+	g, err := cudadrv.HoldStreamFor(w.comp, limit)
 	if err != nil {
 		return err
 	}

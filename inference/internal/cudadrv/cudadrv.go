@@ -149,10 +149,10 @@ static CUresult t_launch(CUfunction f, unsigned gx, unsigned bx, unsigned shmem,
 }
 
 // A gate is a host function enqueued on a stream that returns only when the
-// host opens it (or after a time limit), so the work enqueued behind it starts
-// together. state: 0 closed, 1 opened by the host, 2 given up by the host
-// function.
-typedef struct { int state; } gate_t;
+// host opens it (or after limit nanoseconds), so the work enqueued behind it
+// starts together. state: 0 closed, 1 opened by the host, 2 given up by the
+// host function.
+typedef struct { int state; long long limit; } gate_t;
 
 static void CUDA_CB gate_wait(void *arg) {
 	gate_t *g = arg;
@@ -161,7 +161,8 @@ static void CUDA_CB gate_wait(void *arg) {
 	for (;;) {
 		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == 1) return;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - start.tv_sec >= 5) {
+		long long waited = (long long)(now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
+		if (waited >= g->limit) {
 			int closed = 0;
 			if (__atomic_compare_exchange_n(&g->state, &closed, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
 		}
@@ -653,23 +654,29 @@ func (e Exec) Destroy() error {
 }
 
 // ErrGateExpired is returned by Gate.Open when the gate had already let the
-// stream go on its own, 5 seconds after the stream reached it.
+// stream go on its own, at its time limit after the stream reached it.
 var ErrGateExpired = errors.New("cudadrv: stream gate expired before it was opened")
 
 // Gate holds a stream back: the stream's later work starts only after Open,
 // so the device runs it back to back however slowly the host enqueued it. The
 // driver runs the hold as a host function on its own thread, which waits for
-// Open (at most 5 seconds, after which the stream goes on and Open reports
+// Open (at most a time limit, after which the stream goes on and Open reports
 // ErrGateExpired). The host must enqueue nothing behind a gate that blocks on
-// the stream (a synchronous copy, say) before opening it.
+// the stream (a synchronous copy, say) before opening it: such a call waits
+// for the limit.
 type Gate struct{ g *C.gate_t }
 
-// HoldStream enqueues a closed gate on s.
-func HoldStream(s Stream) (*Gate, error) {
+// HoldStream enqueues a closed gate on s with a limit of 5 seconds.
+func HoldStream(s Stream) (*Gate, error) { return HoldStreamFor(s, 5*time.Second) }
+
+// HoldStreamFor enqueues a closed gate on s that lets the stream go on by
+// itself limit after the stream reached it.
+func HoldStreamFor(s Stream, limit time.Duration) (*Gate, error) {
 	g := (*C.gate_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.gate_t{}))))
 	if g == nil {
 		return nil, errors.New("cudadrv: gate: out of memory")
 	}
+	g.limit = C.longlong(limit.Nanoseconds())
 	if err := check(C.t_gate(s.s, g)); err != nil {
 		C.free(unsafe.Pointer(g))
 		return nil, fmt.Errorf("cudadrv: gate: %w", err)

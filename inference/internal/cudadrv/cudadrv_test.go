@@ -144,3 +144,22 @@ func TestGate(t *testing.T) {
 		assert.Less(t, span, time.Millisecond, "two events back to back after the gate")
 	})
 }
+
+// TestGateExpires checks that a gate nobody opens lets its stream go on at
+// its limit, and that Open then says so.
+func TestGateExpires(t *testing.T) {
+	onDevice(t, func(d Device) {
+		s, err := NewStream()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.Destroy()) }()
+		t0 := time.Now()
+		g, err := HoldStreamFor(s, 50*time.Millisecond)
+		require.NoError(t, err)
+		require.NoError(t, s.Synchronize(), "the stream goes on by itself")
+		waited := time.Since(t0)
+		assert.ErrorIs(t, g.Open(), ErrGateExpired)
+		g.Free()
+		assert.GreaterOrEqual(t, waited, 50*time.Millisecond)
+		assert.Less(t, waited, 2*time.Second)
+	})
+}

@@ -144,6 +144,31 @@ var symbols = []string{
 	"cudnnPoolingForward", "cudnnTransformTensor",
 }
 
+// parts are the libraries of cuDNN 9 that libcudnn.so.9 loads itself, on
+// first use of the API they hold (Preload).
+var parts = []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+	"libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9"}
+
+var (
+	preloadOnce sync.Once
+	preloaded   []*dl.Lib // kept open for the life of the process
+)
+
+// Preload loads the parts of cuDNN that libcudnn.so.9 would load on the first
+// call that needs them (a convolution's, say), so that a caller can pay for
+// loading them while it waits for something else, such as the driver. It is
+// best effort: a part that does not load is left to cuDNN. Only the first call
+// loads; it is safe for concurrent use.
+func (l *Lib) Preload() {
+	preloadOnce.Do(func() {
+		for _, name := range parts {
+			if lib, err := dl.Open(name); err == nil {
+				preloaded = append(preloaded, lib)
+			}
+		}
+	})
+}
+
 // Lib is the loaded cuDNN library. It stays loaded for the life of the process.
 type Lib struct {
 	file string

@@ -1,0 +1,69 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+)
+
+// SearchEnv names the environment variable that sets how Open chooses the
+// algorithm of a convolution problem the algorithm cache does not hold:
+//
+//   - quick (the default, also when unset): ask cuDNN's heuristics
+//     (cudnnGetConvolutionForwardAlgorithm_v7) for their ranking and time
+//     only their first quickTopK algorithms that fit the workspace (for FP16,
+//     those with tensor-op math), plus the implicit precomputed GEMM
+//     algorithm when it is not among them, each as the call the forward pass
+//     makes;
+//   - exhaustive: time every algorithm with
+//     cudnnFindConvolutionForwardAlgorithmEx.
+//
+// The two keep apart entries in the algorithm cache. The config line
+// cudnn-search says which one ran.
+const SearchEnv = "INFERBENCH_CUDNN_SEARCH"
+
+// quickTopK is how many of the heuristics' algorithms the quick search times,
+// and quickReps how many calls one timing averages (after one untimed call).
+const (
+	quickTopK = 3
+	quickReps = 5
+)
+
+// search is how prepare chooses an algorithm: quick (the zero value) or
+// exhaustive.
+type search struct {
+	exhaustive bool
+	bad        string // a value of SearchEnv that was not understood
+}
+
+// searchFromEnv reads SearchEnv; a value other than quick or exhaustive gives
+// the quick search, which String then mentions.
+func searchFromEnv() search {
+	switch v := os.Getenv(SearchEnv); v {
+	case "", "quick":
+		return search{}
+	case "exhaustive":
+		return search{exhaustive: true}
+	default:
+		return search{bad: v}
+	}
+}
+
+// String is the config line cudnn-search.
+func (s search) String() string {
+	if s.exhaustive {
+		return "exhaustive (cudnnFindConvolutionForwardAlgorithmEx)"
+	}
+	v := fmt.Sprintf("quick (heuristics' first %d timed)", quickTopK)
+	if s.bad != "" {
+		v += fmt.Sprintf("; %s=%q not understood", SearchEnv, s.bad)
+	}
+	return v
+}
+
+// keyPart is the search's part of algorithm cache keys.
+func (s search) keyPart() string {
+	if s.exhaustive {
+		return "exhaustive|"
+	}
+	return "quick|"
+}

@@ -1,0 +1,138 @@
+//go:build cuda && linux && cgo
+
+package cuda
+
+import (
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cublas"
+	"github.com/inferbench/inferbench/inference/internal/cudnn"
+)
+
+var _ backend.Starter = cudaBackend{}
+
+// early is the set-up Start began: the driver and the libraries (loaded once
+// per process, so an Open that follows finds them) and a device, with its
+// primary context retained, for each ordinal, which Open takes over.
+type early struct {
+	done chan struct{} // closed when the work is over
+
+	mu      sync.Mutex
+	devices map[int]*device // made and not yet taken over
+}
+
+// started is the early set-up no Open has taken over yet, or nil.
+var started struct {
+	mu sync.Mutex
+	e  *early
+}
+
+// Start begins, on a goroutine, what Open would do first and needs no model:
+// it initialises the driver, loads cuDNN and cuBLAS and retains the primary
+// context of every device in opts.Devices (device 0 when empty). The next
+// Open takes over those contexts. While an earlier Start's work is waiting
+// for its Open, Start does nothing (its stop too).
+func (cudaBackend) Start(opts backend.Options) (stop func()) {
+	ordinals := distinct(opts.Devices)
+	started.mu.Lock()
+	defer started.mu.Unlock()
+	if started.e != nil {
+		return func() {}
+	}
+	e := &early{done: make(chan struct{}), devices: map[int]*device{}}
+	started.e = e
+	go e.run(ordinals)
+	return func() {
+		<-e.done
+		started.mu.Lock()
+		if started.e == e {
+			started.e = nil
+		}
+		started.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for ord, d := range e.devices {
+			_ = d.close() // nobody took it: nobody is told
+			delete(e.devices, ord)
+		}
+	}
+}
+
+// run does the early set-up; errors are left for Open to meet again.
+func (e *early) run(ordinals []int) {
+	defer close(e.done)
+	_ = concurrently(
+		func() error {
+			dnn, err := cudnn.Load()
+			if err != nil {
+				return err
+			}
+			dnn.Preload()
+			_, err = cublas.Load()
+			return err
+		},
+		func() error {
+			n, err := deviceCount()
+			if err != nil {
+				return err
+			}
+			for _, ord := range ordinals {
+				if ord < 0 || ord >= n {
+					continue
+				}
+				d, err := newDevice(ord)
+				if err != nil {
+					if d != nil {
+						_ = d.close()
+					}
+					return err
+				}
+				e.mu.Lock()
+				e.devices[ord] = d
+				e.mu.Unlock()
+			}
+			return nil
+		},
+	)
+}
+
+// takeStarted waits for the early set-up of a Start, if one is waiting for
+// its Open, and returns the devices it made, which the caller then owns.
+func takeStarted() map[int]*device {
+	started.mu.Lock()
+	e := started.e
+	started.e = nil
+	started.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	<-e.done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.devices
+	e.devices = map[int]*device{}
+	return out
+}
+
+// distinct returns the ordinals in devices, sorted, each once; device 0 when
+// there are none.
+func distinct(devices []int) []int {
+	if len(devices) == 0 {
+		return []int{0}
+	}
+	out := slices.Clone(devices)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// closeDevices closes the devices of m, joining their errors.
+func closeDevices(m map[int]*device) error {
+	var errs []error
+	for _, d := range m {
+		errs = append(errs, d.close())
+	}
+	return errors.Join(errs...)
+}
