@@ -10,8 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
+	"github.com/inferbench/inferbench/inference/internal/bufpool"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
@@ -37,6 +39,9 @@ type GRPCClient struct {
 	next  atomic.Uint64                     // Infer's turn
 }
 
+// grpcBuffers is the gRPC clients' buffer pool.
+var grpcBuffers = new(bufpool.Pool)
+
 // NewGRPC returns a client of the server at target ("host:8001"). It
 // connects lazily, on the first call.
 func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
@@ -50,6 +55,7 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
 		grpc.WithWriteBufferSize(256 << 10),
+		experimental.WithBufferPool(grpcBuffers), // reused without clearing (see bufpool)
 	}, opts.DialOptions...)
 	c := &GRPCClient{}
 	for range max(opts.Conns, 1) {

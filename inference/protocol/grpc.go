@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/internal/bufpool"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
@@ -57,11 +59,16 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.ReadBufferSize(256 << 10),
 		grpc.WriteBufferSize(256 << 10),
 		grpc.SharedWriteBuffer(true),
+		// Frame and message buffers reused without clearing (see bufpool).
+		experimental.BufferPool(grpcBuffers),
 		// Reuse a fixed set of goroutines for calls instead of one per call.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		s.codecOption(),
 	}
 }
+
+// grpcBuffers is the gRPC servers' buffer pool.
+var grpcBuffers = new(bufpool.Pool)
 
 // RegisterGRPC registers on g the inference.GRPCInferenceService, the
 // standard grpc.health.v1 service (for Kubernetes gRPC probes: SERVING
