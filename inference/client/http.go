@@ -53,7 +53,7 @@ func NewHTTP(baseURL string, opts HTTPOptions) (*HTTPClient, error) {
 	if rt == nil {
 		rt = &http.Transport{
 			Proxy:                 nil, // a benchmark client never goes through a proxy
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           directDialer((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 			MaxIdleConns:          opts.MaxConnsPerHost,
 			MaxIdleConnsPerHost:   opts.MaxConnsPerHost,
 			MaxConnsPerHost:       opts.MaxConnsPerHost,
@@ -214,11 +214,7 @@ func (c *HTTPClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 	if err != nil {
 		return nil, err
 	}
-	readers := []io.Reader{bytes.NewReader(hb)}
-	for _, b := range binary {
-		readers = append(readers, bytes.NewReader(b))
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+modelPath(req.Model, req.Version)+"/infer", io.MultiReader(readers...))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+modelPath(req.Model, req.Version)+"/infer", newTensorBody(append([][]byte{hb}, binary...)...))
 	if err != nil {
 		return nil, err
 	}
