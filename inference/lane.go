@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/fault"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/trace"
 )
@@ -125,7 +126,12 @@ func (l *lane) deliver(b *batch) {
 			if logits == nil {
 				logits = make([]float32, rows)
 			}
-			copy(logits, src)
+			// The caller's buffer may be a view of a client's
+			// shared-memory region: a fault there fails this call only.
+			if err := fault.Copy(logits, src); err != nil {
+				s.complete(c, nil, &WorkerError{Worker: l.id, Err: fmt.Errorf("writing the logits: %w", err)}, l.shard, &stages)
+				continue
+			}
 		}
 		t.Started, t.Done = b.started, done
 		t.Queue = b.started.Sub(t.Admitted)
@@ -186,10 +192,17 @@ func (l *lane) bind() (release func(), err error) {
 	return release, nil
 }
 
-// guard runs one back-end step, turning a panic into an error.
+// guard runs one back-end step, turning a panic into an error; a memory
+// fault (a shared-memory region shrunk under the server, read or written in
+// place) is a *fault.Error.
 func guard(step string, f func() error) (err error) {
+	defer fault.Restore(fault.Catch())
 	defer func() {
 		if r := recover(); r != nil {
+			if e := fault.Of(r); e != nil {
+				err = fmt.Errorf("%s: %w", step, e)
+				return
+			}
 			err = fmt.Errorf("%s panicked: %v", step, r)
 		}
 	}()

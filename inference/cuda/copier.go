@@ -3,6 +3,8 @@ package cuda
 import (
 	"sync"
 	"unsafe"
+
+	"github.com/inferbench/inferbench/inference/internal/fault"
 )
 
 // chunk is the size in float32 values (1 MiB) of the pieces a large copy is
@@ -12,7 +14,36 @@ const chunk = 1 << 18
 // copyJob is one piece of a staging copy.
 type copyJob struct {
 	dst, src []byte
-	wg       *sync.WaitGroup
+	wg       *copyGroup
+}
+
+// copyGroup counts copies in progress, as a sync.WaitGroup, and keeps the
+// first error one of them met: a memory fault reading the source (a
+// client's shared-memory region whose object shrank), which the copier's
+// goroutines turn into an error instead of a crash.
+type copyGroup struct {
+	sync.WaitGroup
+	mu  sync.Mutex
+	err error
+}
+
+// fail records err, if it is the first.
+func (g *copyGroup) fail(err error) {
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	g.mu.Unlock()
+}
+
+// wait waits for the copies and returns the first error, clearing it.
+func (g *copyGroup) wait() error {
+	g.Wait()
+	g.mu.Lock()
+	err := g.err
+	g.err = nil
+	g.mu.Unlock()
+	return err
 }
 
 // copier copies large host buffers with several goroutines, which it owns and
@@ -30,7 +61,9 @@ func newCopier(n int) *copier {
 		go func() {
 			defer c.done.Done()
 			for j := range c.jobs {
-				copy(j.dst, j.src)
+				if err := fault.Copy(j.dst, j.src); err != nil {
+					j.wg.fail(err)
+				}
 				j.wg.Done()
 			}
 		}()
@@ -43,15 +76,16 @@ func newCopier(n int) *copier {
 const minJob = 1 << 14
 
 // copy starts copying src to dst (same length) and counts the work in wg; the
-// caller waits on wg before using dst. A large copy is split over the
+// caller waits on wg (wait, which returns a fault a copy met) before using
+// dst. A large copy is split over the
 // goroutines; many mid-sized ones (one image each, say) run in parallel as
 // separate jobs.
-func (c *copier) copy(dst, src []float32, wg *sync.WaitGroup) {
+func (c *copier) copy(dst, src []float32, wg *copyGroup) {
 	c.copyBytes(asBytes(dst), asBytes(src), wg)
 }
 
 // copyBytes is copy for any memory, as bytes.
-func (c *copier) copyBytes(dst, src []byte, wg *sync.WaitGroup) {
+func (c *copier) copyBytes(dst, src []byte, wg *copyGroup) {
 	if len(src) < 4*minJob || c.n < 2 {
 		copy(dst, src)
 		return

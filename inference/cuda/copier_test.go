@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,7 +30,7 @@ func TestCopier(t *testing.T) {
 			for i := range src {
 				src[i] = float32(i)
 			}
-			var wg sync.WaitGroup
+			var wg copyGroup
 			off := 0
 			for _, n := range tt.sizes {
 				c.copy(dst[off:off+n], src[off:off+n], &wg)

@@ -1,7 +1,7 @@
 package cuda
 
 import (
-	"sync"
+	"fmt"
 	"unsafe"
 )
 
@@ -54,8 +54,8 @@ type inputCopy[T float32 | uint8] struct {
 	// send enqueues the copy of n values at src to the device input at value
 	// offset off (on a GPU: cuMemcpyHtoDAsync on the copy-in stream).
 	send    func(off int, src unsafe.Pointer, n int) error
-	stage   []T             // the staging buffer, as long as the device input
-	staging *sync.WaitGroup // counts copies into stage in progress
+	stage   []T        // the staging buffer, as long as the device input
+	staging *copyGroup // counts copies into stage in progress
 	copier  *copier
 
 	off  int            // values of the batch handled so far
@@ -99,7 +99,9 @@ func (c *inputCopy[T]) flush() error {
 	c.kind = noRun
 	switch kind {
 	case stagedRun:
-		c.staging.Wait()
+		if err := c.staging.wait(); err != nil {
+			return fmt.Errorf("staging the input: %w", err)
+		}
 		return c.send(c.from, unsafe.Pointer(&c.stage[c.from]), c.off-c.from)
 	case directRun:
 		return c.send(c.from, c.src, c.off-c.from)
@@ -109,4 +111,4 @@ func (c *inputCopy[T]) flush() error {
 
 // finish waits for staging copies still running, so that none reads the
 // caller's memory or writes the staging buffer after CopyIn returns.
-func (c *inputCopy[T]) finish() { c.staging.Wait() }
+func (c *inputCopy[T]) finish() { c.staging.wait() }

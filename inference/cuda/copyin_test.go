@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"unsafe"
 
@@ -65,7 +64,7 @@ func TestInputCopy(t *testing.T) {
 				want = append(want, p.from[p.lo:p.hi]...)
 			}
 			f := &fakeInput{dev: make([]float32, len(want))}
-			var staging sync.WaitGroup
+			var staging copyGroup
 			in := inputCopy[float32]{send: f.send, stage: make([]float32, len(want)), staging: &staging, copier: c}
 			for _, p := range tt.parts {
 				direct := &p.from[0] == &pinned[0]
@@ -89,7 +88,7 @@ func TestInputCopyError(t *testing.T) {
 		src[i] = 1
 	}
 	f := &fakeInput{dev: make([]float32, 3*minJob), fail: 1}
-	var staging sync.WaitGroup
+	var staging copyGroup
 	in := inputCopy[float32]{send: f.send, stage: make([]float32, 3*minJob), staging: &staging, copier: c}
 	require.NoError(t, in.add(src, false))
 	err := in.add(make([]float32, minJob), true) // flushes the staged run, whose send fails

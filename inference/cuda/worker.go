@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -54,9 +53,9 @@ type captureKey struct {
 
 // slot is one batch in flight.
 type slot struct {
-	in      uintptr        // device input, MaxBatch images
-	stage   []float32      // pinned staging buffer for the input
-	staging sync.WaitGroup // copies into stage or stageU8 in progress
+	in      uintptr   // device input, MaxBatch images
+	stage   []float32 // pinned staging buffer for the input
+	staging copyGroup // copies into stage or stageU8 in progress
 	// sendIn enqueues a copy of values from host memory to in on the worker's
 	// copy-in stream (see inputCopy.send).
 	sendIn func(off int, src unsafe.Pointer, n int) error

@@ -60,8 +60,12 @@ import (
 // What this cannot prevent: the client owns the memory. A client that
 // shrinks a system region's object (ftruncate) below the region while the
 // server uses it makes the server's next access to the lost pages fault
-// (SIGBUS), as with Triton; only processes that may open the server's
-// /dev/shm objects can do that. A client that frees a CUDA allocation while
+// (SIGBUS); only processes that may open the server's /dev/shm objects can
+// do that. Where Triton dies of it, every place that touches a region here
+// (the front door's widening, the back-ends' reads of inputs in place, the
+// logits' copy into the output region) runs with faults made panics
+// (package internal/fault) that fail the request, or the batch that read
+// the region in place, and the server goes on. A client that frees a CUDA allocation while
 // it is registered leaves the server's mapping undefined (CUDA's rule: the
 // importing process closes the handle first), as with Triton: clients
 // unregister first.

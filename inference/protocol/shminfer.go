@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/internal/fault"
 )
 
 // shmInput returns the input of n images of datatype that ref names, and the
@@ -54,7 +55,12 @@ func (s *Service) shmInput(ctx context.Context, m *Model, name, datatype string,
 	if err != nil {
 		return inference.Tensor{}, nil, err
 	}
-	widen(in.Data, v.host, datatype, m.lut, m.height*m.width)
+	// The region is the client's: a fault reading it (its object shrunk)
+	// fails this request only.
+	if err := fault.Guard(func() { widen(in.Data, v.host, datatype, m.lut, m.height*m.width) }); err != nil {
+		m.inputs.put(in)
+		return inference.Tensor{}, nil, badRequest("%s: reading shared-memory region %q: %v", where, ref.region, err)
+	}
 	return in, func(bool) { m.inputs.put(in) }, nil
 }
 

@@ -3,6 +3,8 @@ package gemm
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/inferbench/inferbench/inference/internal/fault"
 )
 
 // Blocking. A packed B block (kcMax x ncMax, 1 MiB) stays in the L2 or L3
@@ -163,11 +165,16 @@ func (c *Context) dispatch() error {
 	for i := 1; i < workers; i++ {
 		c.start[i-1] <- struct{}{}
 	}
+	old := fault.Catch() // the caller works too: see worker
 	p := c.work(0)
+	fault.Restore(old)
 	for i := 1; i < workers; i++ {
 		if q := <-c.done; q != nil && p == nil {
 			p = q
 		}
+	}
+	if e, ok := p.(*fault.Error); ok {
+		return fmt.Errorf("gemm: %w", e)
 	}
 	if p != nil {
 		return fmt.Errorf("gemm: worker panicked: %v", p)
@@ -210,6 +217,10 @@ func (j *job) plan(threads, mr, nr int) {
 
 func (c *Context) worker(id int, start chan struct{}) {
 	defer c.wg.Done()
+	// Tasks may read memory the server does not own (a client's
+	// shared-memory region, read in place): a fault there is a panic that
+	// work returns, not the end of the process.
+	fault.Catch()
 	for range start {
 		c.done <- c.work(id)
 	}
@@ -221,6 +232,9 @@ func (c *Context) work(id int) (p any) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = r
+			if e := fault.Of(r); e != nil {
+				p = e
+			}
 		}
 	}()
 	j := &c.job
