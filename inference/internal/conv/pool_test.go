@@ -88,15 +88,18 @@ func TestInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, ctx := range contexts(t) {
 		r := NewRunner(ctx)
-		l := Layout{H: 5, W: 7, C: 3, Pitch: 4, Pad: 3}
-		x, xNCHW := randTensor(rng, 3, l)
-		per := l.C * l.H * l.W
-		imgs := [][]float32{xNCHW[:per], xNCHW[per : 2*per], xNCHW[2*per:]}
-		got := randSlice(rng, l.Size(3)) // garbage in the padding must go
-		require.NoError(t, r.Input(l, imgs, got))
-		assert.Equal(t, x, got)
-		assert.ErrorContains(t, r.Input(l, imgs, got[:10]), "conv: output has")
-		assert.ErrorContains(t, r.Input(l, [][]float32{xNCHW[:5]}, got), "conv: image 0 has 5 values")
+		// Pitch 3 is the stem's own layout (a loop of its own), 4 and 8
+		// the general one with padding channels.
+		for _, l := range []Layout{{H: 5, W: 7, C: 3, Pitch: 4, Pad: 3}, {H: 5, W: 7, C: 3, Pitch: 3, Pad: 3}, {H: 4, W: 6, C: 3, Pitch: 8, Pad: 1}} {
+			x, xNCHW := randTensor(rng, 3, l)
+			per := l.C * l.H * l.W
+			imgs := [][]float32{xNCHW[:per], xNCHW[per : 2*per], xNCHW[2*per:]}
+			got := randSlice(rng, l.Size(3)) // garbage in the padding must go
+			require.NoError(t, r.Input(l, imgs, got))
+			assert.Equal(t, x, got, "pitch %d", l.Pitch)
+			assert.ErrorContains(t, r.Input(l, imgs, got[:10]), "conv: output has")
+			assert.ErrorContains(t, r.Input(l, [][]float32{xNCHW[:5]}, got), "conv: image 0 has 5 values")
+		}
 	}
 }
 

@@ -241,6 +241,20 @@ func (r *Runner) inputRow(img, y int) {
 	src := r.imgs[img]
 	plane := l.H * l.W
 	row := r.out[l.Offset(img, y, 0):][:l.W*l.Pitch]
+	if l.C == 3 && l.Pitch == 3 {
+		// The stem's input: one pass writing each pixel's three values
+		// together, from three rows read in step.
+		s0 := src[y*l.W:][:l.W]
+		s1 := src[plane+y*l.W:][:len(s0)]
+		s2 := src[2*plane+y*l.W:][:len(s0)]
+		row = row[:3*len(s0)]
+		for x := range s0 {
+			px := row[3*x : 3*x+3 : 3*x+3]
+			px[0], px[1], px[2] = s0[x], s1[x], s2[x]
+		}
+		zeroPadding(r.out, l, img, y, 0, l.Pitch)
+		return
+	}
 	for c := 0; c < l.C; c++ {
 		s := src[c*plane+y*l.W:][:l.W]
 		for x, v := range s {
