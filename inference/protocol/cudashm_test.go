@@ -234,13 +234,7 @@ func TestCudaSharedMemoryErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 	for _, tt := range tests {
 		for name, c := range f.cudaClients(t) {
 			t.Run(tt.name+"/"+name, func(t *testing.T) {
-				status, code, msg := answerOf(t, tt.call(c))
-				if name == "http" {
-					assert.Equal(t, tt.status, status)
-				} else {
-					assert.Equal(t, tt.code, code)
-				}
-				assert.Contains(t, msg, tt.msg)
+				assertAnswer(t, name, tt.call(c), tt.status, tt.code, tt.msg)
 			})
 		}
 	}
@@ -355,13 +349,8 @@ func TestCudaSharedMemoryNeedsTheCudaBackend(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}) // the CPU back-end
 	ctx := context.Background()
 	for name, c := range f.cudaClients(t) {
-		status, code, msg := answerOf(t, c.RegisterCudaSharedMemory(ctx, "r", make([]byte, 64), 0, 8))
-		if name == "http" {
-			assert.Equal(t, http.StatusBadRequest, status)
-		} else {
-			assert.Equal(t, codes.Unimplemented, code)
-		}
-		assert.Contains(t, msg, "CUDA shared memory needs the cuda back-end, and this server runs cpu; use system shared memory", name)
+		assertAnswer(t, name, c.RegisterCudaSharedMemory(ctx, "r", make([]byte, 64), 0, 8),
+			http.StatusBadRequest, codes.Unimplemented, "CUDA shared memory needs the cuda back-end, and this server runs cpu; use system shared memory")
 		st, err := c.CudaSharedMemoryStatus(ctx, "")
 		require.NoError(t, err, name)
 		assert.Empty(t, st, name)

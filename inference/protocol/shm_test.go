@@ -258,6 +258,20 @@ func answerOf(t *testing.T, err error) (int, codes.Code, string) {
 	return ce.HTTPStatus, ce.Code, ce.Msg
 }
 
+// assertAnswer checks that err, from the client of transport ("http" or
+// "grpc"), is the error answer with that transport's status or code whose
+// message holds msg.
+func assertAnswer(t *testing.T, transport string, err error, status int, code codes.Code, msg string) {
+	t.Helper()
+	gotStatus, gotCode, gotMsg := answerOf(t, err)
+	if transport == "http" {
+		assert.Equal(t, status, gotStatus)
+	} else {
+		assert.Equal(t, code, gotCode)
+	}
+	assert.Contains(t, gotMsg, msg)
+}
+
 func TestSharedMemoryErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 	f, dir := shmFixture(t, fixtureOpts{opts: protocol.Options{SharedMemory: protocol.SharedMemoryLimits{MaxRegions: 3, MaxBytes: 1 << 20}}})
 	ctx := context.Background()
@@ -319,13 +333,7 @@ func TestSharedMemoryErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 	for _, tt := range tests {
 		for name, c := range f.shmClients(t) {
 			t.Run(tt.name+"/"+name, func(t *testing.T) {
-				status, code, msg := answerOf(t, tt.call(c))
-				if name == "http" {
-					assert.Equal(t, tt.status, status)
-				} else {
-					assert.Equal(t, tt.code, code)
-				}
-				assert.Contains(t, msg, tt.msg)
+				assertAnswer(t, name, tt.call(c), tt.status, tt.code, tt.msg)
 			})
 		}
 	}
