@@ -4,14 +4,12 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -99,13 +97,7 @@ func TestS2DInputKernelBits(t *testing.T) {
 				got := convertOnDevice(t, eng.workers[0], x, f, uint8In, n)
 				mismatches := 0
 				for i, v := range want {
-					var ok bool
-					if eng.net.elem == 2 {
-						ok = got.half[i] == half.FromFloat32(v)
-					} else {
-						ok = math.Float32bits(got.float[i]) == math.Float32bits(v)
-					}
-					if !ok {
+					if !got.is(i, v) {
 						mismatches++
 					}
 				}

@@ -78,13 +78,7 @@ func TestInputKernelBits(t *testing.T) {
 					if nhwc {
 						at = (img*h*wd+px)*3 + c
 					}
-					var ok bool
-					if eng.net.elem == 2 {
-						ok = got.half[at] == half.FromFloat32(src)
-					} else {
-						ok = math.Float32bits(got.float[at]) == math.Float32bits(src)
-					}
-					if !ok {
+					if !got.is(at, src) {
 						mismatches++
 					}
 				}
@@ -98,6 +92,15 @@ func TestInputKernelBits(t *testing.T) {
 type converted struct {
 	half  []uint16
 	float []float32
+}
+
+// is reports whether value i is v as the network holds it: v rounded to
+// half, or v's float bits.
+func (c converted) is(i int, v float32) bool {
+	if c.half != nil {
+		return c.half[i] == half.FromFloat32(v)
+	}
+	return math.Float32bits(c.float[i]) == math.Float32bits(v)
 }
 
 // convertOnDevice copies x (uint8) or f (float32) into slot 0 of w, runs the
