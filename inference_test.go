@@ -690,16 +690,22 @@ func TestBurstThroughputAndLatencyOnAKnownSchedule(t *testing.T) {
 	})
 }
 
+// firstThen is a scripted compute time: first for the server's first
+// inference, rest for every later one.
+func firstThen(first, rest time.Duration) func(k int) time.Duration {
+	return func(k int) time.Duration {
+		if k == 0 {
+			return first
+		}
+		return rest
+	}
+}
+
 func TestWarmupIsReportedInParts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Open takes 30 ms and the first inference 7 ms; the model is given,
 		// so there is nothing to load and no time passes for it.
-		sc := &scripted{open: 30 * time.Millisecond, compute: func(k int) time.Duration {
-			if k == 0 {
-				return 7 * time.Millisecond
-			}
-			return time.Millisecond
-		}}
+		sc := &scripted{open: 30 * time.Millisecond, compute: firstThen(7*time.Millisecond, time.Millisecond)}
 		s := scriptedServer(t, sc, inference.Config{Workers: 1})
 		defer s.Close()
 		w := s.Warmup()
@@ -716,12 +722,7 @@ func TestFirstInferencesInsideOpenCountAsFirst(t *testing.T) {
 		// cuda back-end primes its prepared sizes); the server's own first
 		// inference takes 7 ms. first-ns is the device's first inferences,
 		// not the second ones.
-		sc := &scripted{open: 30 * time.Millisecond, prime: 12 * time.Millisecond, compute: func(k int) time.Duration {
-			if k == 0 {
-				return 7 * time.Millisecond
-			}
-			return time.Millisecond
-		}}
+		sc := &scripted{open: 30 * time.Millisecond, prime: 12 * time.Millisecond, compute: firstThen(7*time.Millisecond, time.Millisecond)}
 		s := scriptedServer(t, sc, inference.Config{Workers: 1})
 		defer s.Close()
 		w := s.Warmup()
