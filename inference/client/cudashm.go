@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/url"
 	"sort"
 
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
@@ -41,12 +40,7 @@ var (
 	_ CudaSharedMemory = (*GRPCClient)(nil)
 )
 
-func cudaSHMPath(name, action string) string {
-	if name == "" {
-		return "/v2/cudasharedmemory/" + action
-	}
-	return "/v2/cudasharedmemory/region/" + url.PathEscape(name) + "/" + action
-}
+func cudaSHMPath(name, action string) string { return regionPath("/v2/cudasharedmemory", name, action) }
 
 func (c *HTTPClient) RegisterCudaSharedMemory(ctx context.Context, name string, rawHandle []byte, deviceID int64, byteSize uint64) error {
 	if name == "" {

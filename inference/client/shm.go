@@ -52,12 +52,17 @@ var (
 	_ SharedMemory = (*GRPCClient)(nil)
 )
 
-func shmPath(name, action string) string {
+// regionPath is the URL of action on region name of the shared-memory
+// extension at base ("/v2/systemsharedmemory", "/v2/cudasharedmemory"), or
+// on every region of it when name is "".
+func regionPath(base, name, action string) string {
 	if name == "" {
-		return "/v2/systemsharedmemory/" + action
+		return base + "/" + action
 	}
-	return "/v2/systemsharedmemory/region/" + url.PathEscape(name) + "/" + action
+	return base + "/region/" + url.PathEscape(name) + "/" + action
 }
+
+func shmPath(name, action string) string { return regionPath("/v2/systemsharedmemory", name, action) }
 
 func (c *HTTPClient) RegisterSystemSharedMemory(ctx context.Context, name, key string, offset, byteSize uint64) error {
 	if name == "" {
