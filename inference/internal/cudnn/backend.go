@@ -234,13 +234,7 @@ func (d Desc) SetInt64s(a Attr, v ...int64) error {
 	if len(v) == 1 {
 		return check(C.b_SetI64(d.d, C.int(a), C.int(TypeInt64), C.int64_t(v[0])))
 	}
-	c := (*C.int64_t)(C.malloc(C.size_t(8 * len(v))))
-	defer C.free(unsafe.Pointer(c))
-	cs := unsafe.Slice(c, len(v))
-	for i, x := range v {
-		cs[i] = C.int64_t(x)
-	}
-	return check(C.b_SetAttr(d.d, C.int(a), C.int(TypeInt64), C.int64_t(len(v)), unsafe.Pointer(c)))
+	return setArray(d, a, TypeInt64, v, func(x int64) C.int64_t { return C.int64_t(x) })
 }
 
 // SetEnum sets a one-value attribute of an enum type t (data type, modes).
@@ -264,13 +258,7 @@ func (d Desc) SetDescs(a Attr, v ...Desc) error {
 	if len(v) == 1 {
 		return check(C.b_SetPtr(d.d, C.int(a), C.int(TypeDescriptor), C.uintptr_t(uintptr(v[0].d))))
 	}
-	c := (*C.hnd)(C.malloc(C.size_t(unsafe.Sizeof(C.hnd(nil)) * uintptr(len(v)))))
-	defer C.free(unsafe.Pointer(c))
-	cs := unsafe.Slice(c, len(v))
-	for i, x := range v {
-		cs[i] = x.d
-	}
-	return check(C.b_SetAttr(d.d, C.int(a), C.int(TypeDescriptor), C.int64_t(len(v)), unsafe.Pointer(c)))
+	return setArray(d, a, TypeDescriptor, v, func(x Desc) C.hnd { return x.d })
 }
 
 // SetPointers sets a VOID_PTR array attribute to device addresses.
@@ -278,13 +266,20 @@ func (d Desc) SetPointers(a Attr, v ...uintptr) error {
 	if len(v) == 1 {
 		return check(C.b_SetPtr(d.d, C.int(a), C.int(TypeVoidPtr), C.uintptr_t(v[0])))
 	}
-	c := (*C.uintptr_t)(C.malloc(C.size_t(8 * len(v))))
-	defer C.free(unsafe.Pointer(c))
-	cs := unsafe.Slice(c, len(v))
+	return setArray(d, a, TypeVoidPtr, v, func(x uintptr) C.uintptr_t { return C.uintptr_t(x) })
+}
+
+// setArray sets an array attribute of type t to v, each value converted by
+// conv into C memory that lives for the call.
+func setArray[G, CT any](d Desc, a Attr, t AttrType, v []G, conv func(G) CT) error {
+	var zero CT
+	c := C.malloc(C.size_t(unsafe.Sizeof(zero) * uintptr(len(v))))
+	defer C.free(c)
+	cs := unsafe.Slice((*CT)(c), len(v))
 	for i, x := range v {
-		cs[i] = C.uintptr_t(x)
+		cs[i] = conv(x)
 	}
-	return check(C.b_SetAttr(d.d, C.int(a), C.int(TypeVoidPtr), C.int64_t(len(v)), unsafe.Pointer(c)))
+	return check(C.b_SetAttr(d.d, C.int(a), C.int(t), C.int64_t(len(v)), c))
 }
 
 // Int64 reads a one-value INT64 attribute.
