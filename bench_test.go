@@ -87,6 +87,7 @@ type point struct {
 	devices            int
 	remote             bool
 	input              string // -input: "fp32" or "uint8"; "" when -input was not given (float32, no input= in names)
+	batching           string // -batching: "off" or "on"; "" when -batching was not given (off, no batching= in names)
 }
 
 // name is the point's part of a sub-benchmark name.
@@ -94,6 +95,9 @@ func (p point) name() string {
 	in := ""
 	if p.input != "" {
 		in = "/input=" + p.input
+	}
+	if p.batching != "" {
+		in += "/batching=" + p.batching
 	}
 	if p.remote {
 		return fmt.Sprintf("batch=%d", p.batch) + in
@@ -108,7 +112,7 @@ func (c *suiteConfig) points(batches func(be string) []int) []point {
 	var out []point
 	if len(c.targets) > 0 {
 		for _, batch := range batches("target") {
-			for _, in := range c.inputsOrNone() {
+			for _, in := range orNone(c.inputs) {
 				out = append(out, point{batch: batch, workers: 1, remote: true, input: in})
 			}
 		}
@@ -121,8 +125,10 @@ func (c *suiteConfig) points(batches func(be string) []int) []point {
 					for _, prec := range c.precisionsFor(be) {
 						for _, graphs := range c.graphs {
 							for _, devices := range c.devices {
-								for _, in := range c.inputsOrNone() {
-									out = append(out, point{be: be, batch: batch, workers: workers, pipe: pipe, prec: prec, graphs: graphs, devices: devices, input: in})
+								for _, in := range orNone(c.inputs) {
+									for _, bat := range orNone(c.batching) {
+										out = append(out, point{be: be, batch: batch, workers: workers, pipe: pipe, prec: prec, graphs: graphs, devices: devices, input: in, batching: bat})
+									}
 								}
 							}
 						}
@@ -181,7 +187,7 @@ func BenchmarkServer(b *testing.B) {
 						var cfg inference.Config
 						if !p.remote {
 							var err error
-							if cfg, err = suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices); err != nil {
+							if cfg, err = suite.pointConfig(p); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -328,7 +334,7 @@ func BenchmarkScenario(b *testing.B) {
 				if sc == loadgen.Server {
 					name += "/rate=" + formatRate(r)
 				}
-				cfg, err := suite.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
+				cfg, err := suite.pointConfig(p)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -477,8 +483,7 @@ func BenchmarkCapacity(b *testing.B) {
 						b.Fatal(err)
 					}
 					if batching == "on" {
-						cfg.MaxBatch, cfg.Batches = batchingSizes(batch)
-						cfg.MaxQueueDelay = suite.flags.delay
+						cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = suite.batchingOn(batch)
 					}
 					sb := subBenchFor(b.Name()+"/"+name, cfg)
 					b.Run(name, func(b *testing.B) { runCapacity(b, sb, batch) })

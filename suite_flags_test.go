@@ -40,7 +40,7 @@ type suiteFlags struct {
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, modelName, servers                                  string
-	inputs                                                                    string
+	inputs, batching                                                          string
 	targets                                                                   targetList
 
 	fs *flag.FlagSet // where they were registered
@@ -79,7 +79,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the model, the inputs and the Poisson arrivals")
 	fs.StringVar(&f.slo, "slo", "p99=10ms", "latency objective PERCENTILE=DURATION (p99=10ms, p90=5ms; a bare duration means p99): the capacity search's, and the Server scenario's bound")
 	fs.DurationVar(&f.trial, "trial", time.Second, "capacity search: length of each trial")
-	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "capacity search with batching=on: MaxQueueDelay")
+	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "batching=on (the capacity search's and -batching's): the server's MaxQueueDelay")
 	fs.StringVar(&f.curve, "curve", "", "capacity search: append every trial (rate, sent, failed, late, p50, the -slo percentile, ok) to this CSV file")
 	fs.StringVar(&f.timeline, "timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
 	fs.StringVar(&f.csv, "csv", "", "append one row per measured configuration and -count run (every dimension, config setting and figure) to this CSV file")
@@ -95,6 +95,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port, repeated or comma-separated (several are driven at once, least outstanding requests first)")
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
 	fs.StringVar(&f.inputs, "input", "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
+	fs.StringVar(&f.batching, "batching", "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
 	fs.StringVar(&f.servers, "servers", "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
@@ -114,6 +115,7 @@ type suiteConfig struct {
 	pipelines  []string
 	precisions []string // nil: per back-end default
 	inputs     []string // nil: -input not given (float32, no input= in names)
+	batching   []string // nil: -batching not given (off, no batching= in names)
 	graphs     []string
 	devices    []int
 	loads      []loadgen.Mode
@@ -213,6 +215,12 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if f.isSet("input") && len(c.inputs) == 0 {
 		return nil, badFlag("input", f.inputs, "give at least one of fp32, uint8")
+	}
+	if c.batching, err = oneOf("batching", f.batching, "off", "on"); err != nil {
+		return nil, err
+	}
+	if f.isSet("batching") && len(c.batching) == 0 {
+		return nil, badFlag("batching", f.batching, "give at least one of off, on")
 	}
 	if len(c.pipelines) == 0 || len(c.graphs) == 0 {
 		return nil, errors.New("-pipelines and -graphs need at least one value each")
@@ -562,13 +570,13 @@ func (c *suiteConfig) workerCounts() []int {
 	return []int{1, 2}
 }
 
-// inputsOrNone returns the -input datatypes, or one "" (float32, unnamed)
-// when the flag was not given.
-func (c *suiteConfig) inputsOrNone() []string {
-	if c.inputs == nil {
+// orNone returns a named dimension's values, or one "" (its default,
+// unnamed) when its flag was not given: -input, -batching.
+func orNone(values []string) []string {
+	if values == nil {
 		return []string{""}
 	}
-	return c.inputs
+	return values
 }
 
 // precisionsFor returns the precisions for back-end be.

@@ -118,9 +118,17 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 	if schemeOf(transport) == httpT {
 		httpAddr, grpcAddr = grpcAddr, httpAddr
 	}
+	maxBatch, batches, delay := p.batch, []int{p.batch}, time.Duration(0)
+	if p.batching == "on" {
+		maxBatch, batches, delay = c.batchingOn(p.batch)
+	}
+	sizes := make([]string, len(batches))
+	for i, n := range batches {
+		sizes[i] = strconv.Itoa(n)
+	}
 	args := []string{"serve", "-log", "json", "-http-addr", httpAddr, "-grpc-addr", grpcAddr, "-metrics-addr", "",
 		"-model-name", c.flags.modelName, "-backend", p.be,
-		"-max-batch", strconv.Itoa(p.batch), "-batches", strconv.Itoa(p.batch), "-workers", strconv.Itoa(p.workers),
+		"-max-batch", strconv.Itoa(maxBatch), "-batches", strings.Join(sizes, ","), "-max-queue-delay", delay.String(), "-workers", strconv.Itoa(p.workers),
 		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
 		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
 		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block"}

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
@@ -70,6 +71,25 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 		cfg.Arch = c.arch // built from the seed, and timed, by New
 	}
 	return cfg, nil
+}
+
+// pointConfig returns the server configuration of point p: serverConfig's,
+// with dynamic batching when p has batching=on (the sizes and delay of
+// batchingOn).
+func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
+	cfg, err := c.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
+	if err == nil && p.batching == "on" {
+		cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = c.batchingOn(p.batch)
+	}
+	return cfg, err
+}
+
+// batchingOn returns MaxBatch, the prepared batch sizes and MaxQueueDelay of
+// a server that merges batch-image requests: batchingSizes' and
+// -max-queue-delay.
+func (c *suiteConfig) batchingOn(batch int) (int, []int, time.Duration) {
+	maxBatch, sizes := batchingSizes(batch)
+	return maxBatch, sizes, c.flags.delay
 }
 
 // subBench is one sub-benchmark's state across the calls testing makes of its
