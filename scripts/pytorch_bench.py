@@ -32,8 +32,15 @@ batch size this script:
    requests x batch / (last response - first send); sec/op is its inverse
    per request. gpu-util-pct (NVML, sampled every 10 ms) is reported only
    with at least one sample, with gpu-util-samples.
+   With --backends graph the serving loop is the overlapped one
+   (OverlapServer, named pipeline=overlap/graphs=on): three streams,
+   --slots requests in flight, a CUDA graph per slot of the cast and the
+   forward pass; stage times come from events on each stage's stream.
 4. Model only (BenchmarkForward): the input already on the GPU, the forward
-   pass alone, synchronised per batch.
+   pass alone, synchronised per batch (graph: one graph replay, the cast
+   included). --backends compile-max measures only this, for
+   torch.compile(mode="max-autotune"); its first call (compilation and
+   autotuning) is first-ns on its first line.
 
 The names match our suite's with backend=pytorch-eager or
 backend=pytorch-compile, so
@@ -71,7 +78,11 @@ UNITS = [
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--backends", default="eager,compile", help="eager, compile (comma-separated)")
+    p.add_argument("--backends", default="eager,compile",
+                   help="eager, compile (torch.compile's default mode), graph (the overlapped serving loop: "
+                        "three streams, CUDA graphs, --slots requests in flight), compile-max "
+                        "(torch.compile mode=max-autotune: its forward pass only) (comma-separated)")
+    p.add_argument("--slots", type=int, default=3, help="graph: requests in flight (copy-in, compute, copy-out)")
     p.add_argument("--batches", default="1,32,256", help="images per request")
     p.add_argument("--precisions", default="fp32,fp16", help="fp32, tf32, fp16")
     p.add_argument("--requests", type=int, default=100, help="requests per burst (our -benchtime Nx)")
@@ -227,6 +238,113 @@ class Server:
         self.thread.join()
 
 
+class OverlapServer:
+    """The overlapped serving loop (pipeline=overlap, graphs=on): pinned
+    input and output, three CUDA streams (copy-in, compute, copy-out) and
+    `slots` requests in flight, each slot with its own device buffers and its
+    own CUDA graph of the cast to the model's dtype and layout plus the
+    forward pass. A dispatcher thread takes requests in order and enqueues a
+    slot's three stages (each stream waiting for the previous stage's event);
+    a completion thread waits for each request's copy-out, copies its logits
+    out of the slot's pinned buffer (as our server delivers into the caller's
+    memory) and frees the slot. So request k+1 is copied in while k
+    computes and k-1 is copied out."""
+
+    def __init__(self, torch, model, batch, h, w, fp16, slots=3):
+        self.torch = torch
+        dtype = torch.float16 if fp16 else torch.float32
+        fmt = torch.channels_last if fp16 else torch.contiguous_format
+        self.s_in, self.s_comp, self.s_out = (torch.cuda.Stream() for _ in range(3))
+        self.slots = []
+        for _ in range(slots):
+            x32 = torch.empty((batch, 3, h, w), device="cuda")
+            x = torch.empty((batch, 3, h, w), device="cuda", dtype=dtype).to(memory_format=fmt)
+            with torch.inference_mode():
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):  # warm up outside the capture, as torch.cuda.graph asks
+                    for _ in range(3):
+                        x.copy_(x32)
+                        model(x)
+                torch.cuda.current_stream().wait_stream(side)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    x.copy_(x32)
+                    logits = model(x).float()  # fp32 logits, as ours
+            self.slots.append({
+                "x32": x32, "graph": g, "logits": logits, "free": threading.Semaphore(1),
+                "host": torch.empty((batch, 1000), dtype=logits.dtype, pin_memory=True),
+                "ev": [torch.cuda.Event(enable_timing=True) for _ in range(6)],
+            })
+        torch.cuda.synchronize()
+        self.requests = queue.Queue()
+        self.inflight = queue.Queue()
+        self.dispatcher = threading.Thread(target=self._dispatch, daemon=True)
+        self.completer = threading.Thread(target=self._complete, daemon=True)
+        self.dispatcher.start()
+        self.completer.start()
+
+    def replay(self):
+        """One forward pass (cast included) on the compute stream, for the
+        model-only figure."""
+        with self.torch.cuda.stream(self.s_comp):
+            self.slots[0]["graph"].replay()
+        self.s_comp.synchronize()
+
+    def _dispatch(self):
+        torch, k = self.torch, 0
+        while True:
+            req = self.requests.get()
+            if req is None:
+                self.inflight.put(None)
+                return
+            slot = self.slots[k % len(self.slots)]
+            k += 1
+            slot["free"].acquire()
+            taken = time.perf_counter_ns()
+            ev = slot["ev"]
+            with torch.cuda.stream(self.s_in):
+                ev[0].record(self.s_in)
+                slot["x32"].copy_(req[0], non_blocking=True)
+                ev[1].record(self.s_in)
+            with torch.cuda.stream(self.s_comp):
+                self.s_comp.wait_event(ev[1])
+                ev[2].record(self.s_comp)
+                slot["graph"].replay()
+                ev[3].record(self.s_comp)
+            with torch.cuda.stream(self.s_out):
+                self.s_out.wait_event(ev[3])
+                ev[4].record(self.s_out)
+                slot["host"].copy_(slot["logits"], non_blocking=True)
+                ev[5].record(self.s_out)
+            self.inflight.put((slot, req, taken))
+
+    def _complete(self):
+        while True:
+            item = self.inflight.get()
+            if item is None:
+                return
+            slot, (inp, sent, reply), taken = item
+            ev = slot["ev"]
+            ev[5].synchronize()
+            answer = slot["host"].numpy().copy()  # the caller's logits
+            done = time.perf_counter_ns()
+            ns = [round(ev[i].elapsed_time(ev[i + 1]) * 1e6) for i in (0, 2, 4)]
+            del answer
+            slot["free"].release()
+            reply.put(Answer(sent, taken, done, *ns))
+
+    def infer(self, inp):
+        reply = queue.Queue(maxsize=1)
+        self.requests.put((inp, time.perf_counter_ns(), reply))
+        return reply.get()
+
+    def close(self):
+        self.requests.put(None)
+        self.dispatcher.join()
+        self.completer.join()
+
+
 class Answer(collections.namedtuple("Answer", "sent taken done h2d compute d2h")):
     """One request's times: sent, taken (by the worker) and done (logits on
     the host) on the host clock, perf_counter_ns; h2d, compute and d2h in ns
@@ -284,7 +402,8 @@ def fmt_line(name, n, metrics):
 
 
 def build_model(torch, torchvision, ckpt, backend, precision):
-    """Loads the checkpoint and prepares the model; returns it with the load
+    """Loads the checkpoint and prepares the model (eager for eager and
+    graph, compiled for compile and compile-max); returns it with the load
     and setup times in ns."""
     t0 = time.perf_counter_ns()
     state = torch.load(ckpt, map_location="cuda", mmap=True, weights_only=True)
@@ -300,8 +419,49 @@ def build_model(torch, torchvision, ckpt, backend, precision):
         model = model.half().to(memory_format=torch.channels_last)
     if backend == "compile":
         model = torch.compile(model)
+    elif backend == "compile-max":
+        model = torch.compile(model, mode="max-autotune")
     torch.cuda.synchronize()
     return model, t1 - t0, time.perf_counter_ns() - t1
+
+
+def time_forward(torch, step, iters):
+    """Mean host time of step() synchronised per call, after three
+    unmeasured calls: the model-only figure, in ns."""
+    with torch.inference_mode():
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        t = time.perf_counter_ns()
+        for _ in range(iters):
+            step()
+            torch.cuda.synchronize()
+        return (time.perf_counter_ns() - t) / iters
+
+
+def forward_only(torch, torchvision, ckpt, args, batch, h, w, precision, name):
+    """torch.compile(mode="max-autotune")'s forward pass, with no serving
+    loop: the model is built and compiled once (its first call, autotuning
+    included, is first-ns on the first run's line), then each run times
+    --forward-iters passes over an input already on the GPU."""
+    torch._dynamo.reset()
+    model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, "compile-max", precision)
+    dtype = torch.float16 if precision == "fp16" else torch.float32
+    fmt = torch.channels_last if precision == "fp16" else torch.contiguous_format
+    x = torch.randn(batch, 3, h, w, device="cuda").to(dtype=dtype, memory_format=fmt)
+    t = time.perf_counter_ns()
+    with torch.inference_mode():
+        model(x)
+    torch.cuda.synchronize()
+    first = {"first-ns": time.perf_counter_ns() - t, "load-ns": load_ns, "setup-ns": setup_ns}
+    for _ in range(args.count):
+        ns = time_forward(torch, lambda: model(x), max(1, args.forward_iters))
+        m = {"ns/op": ns, "samples/s": batch / (ns / 1e9)}
+        m.update(first)
+        first = {}
+        print(fmt_line(name, max(1, args.forward_iters), m), flush=True)
+    del model, x
+    torch.cuda.empty_cache()
 
 
 def main(argv):
@@ -329,24 +489,33 @@ def main(argv):
         for precision in words(args.precisions):
             for batch in ints(args.batches):
                 sub = f"backend=pytorch-{backend}/batch={batch}"
-                server_name = (f"BenchmarkServer/{sub}/workers=1/pipeline=serial/precision={precision}"
-                               f"/graphs=off/devices=1/load=burst{suffix}")
+                pipeline, graphs = ("overlap", "on") if backend == "graph" else ("serial", "off")
+                server_name = (f"BenchmarkServer/{sub}/workers=1/pipeline={pipeline}/precision={precision}"
+                               f"/graphs={graphs}/devices=1/load=burst{suffix}")
                 fwd_name = f"BenchmarkForward/{sub}/precision={precision}{suffix}"
+                if backend == "compile-max":
+                    forward_only(torch, torchvision, ckpt, args, batch, h, w, precision, fwd_name)
+                    continue
                 inp = torch.randn(batch, 3, h, w).pin_memory()
                 server = model = None
                 for run in range(args.count):
-                    # Eager builds its server every run, as each of our
-                    # benchmark runs does, so warm-up is measured per run.
-                    # torch.compile would spend most of the time compiling:
-                    # it builds once per configuration and reports warm-up
-                    # with the first run only.
+                    # Eager and graph build their server every run, as each
+                    # of our benchmark runs does, so warm-up is measured per
+                    # run. torch.compile would spend most of the time
+                    # compiling: it builds once per configuration and
+                    # reports warm-up with its first run only.
                     warm = {}
-                    if server is None or backend == "eager":
+                    if server is None or backend in ("eager", "graph"):
                         if server is not None:
                             server.close()
                         torch._dynamo.reset()
                         model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, backend, precision)
-                        server = Server(torch, model, batch, h, w, precision == "fp16")
+                        t = time.perf_counter_ns()
+                        if backend == "graph":
+                            server = OverlapServer(torch, model, batch, h, w, precision == "fp16", args.slots)
+                        else:
+                            server = Server(torch, model, batch, h, w, precision == "fp16")
+                        setup_ns += time.perf_counter_ns() - t  # buffers, streams, graph capture
                         t = time.perf_counter_ns()
                         server.infer(inp)
                         first_ns = time.perf_counter_ns() - t
@@ -363,16 +532,12 @@ def main(argv):
                     print(fmt_line(server_name, args.requests, m), flush=True)
 
                     if args.forward_iters > 0:
-                        x = server.x
-                        with torch.inference_mode():
-                            for _ in range(3):
-                                model(x)
-                            torch.cuda.synchronize()
-                            t = time.perf_counter_ns()
-                            for _ in range(args.forward_iters):
-                                model(x)
-                                torch.cuda.synchronize()
-                            ns = (time.perf_counter_ns() - t) / args.forward_iters
+                        if backend == "graph":
+                            step = server.replay
+                        else:
+                            x = server.x
+                            step = lambda: model(x)  # noqa: E731
+                        ns = time_forward(torch, step, args.forward_iters)
                         print(fmt_line(fwd_name, args.forward_iters,
                                        {"ns/op": ns, "samples/s": batch / (ns / 1e9)}), flush=True)
                 server.close()
