@@ -59,7 +59,7 @@ func (l *targetList) Set(s string) error {
 // register defines the flags on fs.
 func (f *suiteFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
-	fs.StringVar(&f.backends, "backends", "auto", "back-ends: cpu, cuda; auto = cuda when a GPU is usable, else cpu")
+	fs.StringVar(&f.backends, "backends", "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
 	fs.StringVar(&f.batches, "batches", "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
 	fs.StringVar(&f.workers, "workers", "", "compute workers (default 1,2)")
 	fs.StringVar(&f.pipelines, "pipelines", "serial,overlap", "serial, overlap")
@@ -293,12 +293,12 @@ func resolveBackends(s string, gpu func() error) ([]string, error) {
 		}
 		return []string{"cpu"}, nil
 	}
-	names, err := oneOf("backends", s, "cpu", "cuda")
+	names, err := oneOf("backends", s, "cpu", "cuda", "nop")
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, badFlag("backends", s, "give cpu, cuda or auto")
+		return nil, badFlag("backends", s, "give cpu, cuda, nop or auto")
 	}
 	if slices.Contains(names, "cuda") && gpu != nil {
 		if err := gpu(); err != nil {

@@ -58,7 +58,7 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"precision", []string{"-precisions", "bf16"}, `-precisions "bf16": "bf16" is not one of fp32, tf32, fp16`},
 		{"graphs", []string{"-graphs", "yes"}, `-graphs "yes": "yes" is not one of on, off`},
 		{"loads", []string{"-loads", "poisson"}, `-loads "poisson": "poisson" is not one of burst, closed, open`},
-		{"backend", []string{"-backends", "tpu"}, `-backends "tpu": "tpu" is not one of cpu, cuda`},
+		{"backend", []string{"-backends", "tpu"}, `-backends "tpu": "tpu" is not one of cpu, cuda, nop`},
 		{"cuda without a GPU", []string{"-backends", "cuda"}, `-backends "cuda": the cuda back-end cannot run here: backend: no usable GPU`},
 		{"concurrency fraction", []string{"-concurrency", "1.5"}, `-concurrency "1.5": requests outstanding must be whole numbers of at least 1 (got 1.5`},
 		{"concurrency 0", []string{"-concurrency", "0,4"}, `-concurrency "0,4": requests outstanding must be whole numbers of at least 1 (got 0`},

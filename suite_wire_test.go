@@ -97,6 +97,24 @@ func TestSuiteBinaryDrivesEveryTransport(t *testing.T) {
 	assert.Equal(t, leftBefore, shmObjects(t), "shared-memory objects left behind")
 }
 
+// The nop back-end measures the front door alone: in process and in a
+// served process, its logits copy the input, so a request answered at all
+// went through the whole path.
+func TestSuiteBinaryServesTheNopBackend(t *testing.T) {
+	flags := slices.Clone(tinySuite)
+	flags[slices.Index(flags, "-backends")+1] = "nop"
+	stdout, stderr, code := suiteBinary(t, append([]string{"-test.bench", "Server$", "-test.benchtime", "5x",
+		"-transports", "inproc,grpc-shm", "-serve-bin", testServeBin(t)}, flags...)...)
+	require.Zero(t, code, "stderr: %s", stderr)
+	got := byTransport(t, results(t, stdout))
+	for _, tr := range []string{"inproc", "grpc-shm"} {
+		r := got[tr]
+		require.NotNil(t, r, "transport %s: stdout: %s", tr, stdout)
+		assert.Equal(t, "Server/backend=nop/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=burst/transport="+tr, nameOf(r))
+		assert.Positive(t, value(t, r, "p50-latency-ns"), tr)
+	}
+}
+
 func TestSuiteBinaryStartsSeveralServers(t *testing.T) {
 	stdout, stderr, code := suiteBinary(t, append([]string{"-test.bench", "Server$", "-test.benchtime", "40x",
 		"-transports", "inproc,grpc-shm", "-servers", "2", "-loads", "closed", "-serve-bin", testServeBin(t)}, tinySuite...)...)

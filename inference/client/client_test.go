@@ -162,3 +162,64 @@ func TestGRPCConnsSpreadInferOverConnections(t *testing.T) {
 		assert.Equal(t, tc.want, counted.accepted.Load()-before, "Conns %d: connections the server accepted", tc.conns)
 	}
 }
+
+// writeSizes records the size of every Write on a connection.
+type writeSizes struct {
+	net.Conn
+	sizes chan<- int
+}
+
+func (c writeSizes) Write(b []byte) (int, error) {
+	c.sizes <- len(b)
+	return c.Conn.Write(b)
+}
+
+// A request that fits client.WriteBufferBytes leaves in one write: the
+// server wakes for it once.
+func TestGRPCSendsARequestInOneWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	const h, w = 250, 250 // 750 KB of FP32, more than gRPC's default buffers
+	srv, err := inference.New(inference.Config{BackendName: "nop", Arch: resnet.Tiny(), Height: h, Width: w, MaxBatch: 1, Batches: []int{1}})
+	require.NoError(t, err)
+	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
+	require.NoError(t, err)
+	svc := protocol.New(model, protocol.Options{})
+	gs := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{})...)
+	svc.RegisterGRPC(gs)
+	go gs.Serve(ln)
+	t.Cleanup(func() { gs.Stop(); svc.Close(); srv.Close() })
+
+	sizes := make(chan int, 1<<16)
+	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeSizes{Conn: c, sizes: sizes}, nil
+	})
+	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{DialOptions: []grpc.DialOption{dial}})
+	require.NoError(t, err)
+	defer c.Close()
+	in := make([]float32, 3*h*w)
+	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, h, w}, in)}}
+	_, err = c.Infer(context.Background(), req) // connects
+	require.NoError(t, err)
+	for len(sizes) > 0 {
+		<-sizes
+	}
+	_, err = c.Infer(context.Background(), req)
+	require.NoError(t, err)
+	var writes []int
+	for len(sizes) > 0 {
+		writes = append(writes, <-sizes)
+	}
+	whole := 0
+	for _, n := range writes {
+		if n >= 4*len(in) {
+			whole++
+		}
+	}
+	assert.Equal(t, 1, whole, "writes holding the whole %d-byte tensor; sizes %v", 4*len(in), writes)
+	assert.Less(t, 4*len(in), client.WriteBufferBytes, "the test's request must fit the buffer")
+}
