@@ -256,26 +256,22 @@ class OverlapServer:
         fmt = torch.channels_last if fp16 else torch.contiguous_format
         self.s_in, self.s_comp, self.s_out = (torch.cuda.Stream() for _ in range(3))
         self.slots = []
-        for _ in range(slots):
-            x32 = torch.empty((batch, 3, h, w), device="cuda")
-            x = torch.empty((batch, 3, h, w), device="cuda", dtype=dtype).to(memory_format=fmt)
-            with torch.inference_mode():
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):  # warm up outside the capture, as torch.cuda.graph asks
-                    for _ in range(3):
-                        x.copy_(x32)
-                        model(x)
-                torch.cuda.current_stream().wait_stream(side)
+        # Warm-up and capture on the compute stream, the pattern of
+        # scripts/peers/pytriton_resnet.py (which runs at batch 256).
+        with torch.cuda.stream(self.s_comp), torch.inference_mode():
+            for _ in range(slots):
+                x32 = torch.zeros((batch, 3, h, w), device="cuda")
+                for _ in range(3):  # cuDNN's autotuning, outside the capture
+                    model(x32.to(dtype).contiguous(memory_format=fmt))
+                self.s_comp.synchronize()
                 g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    x.copy_(x32)
-                    logits = model(x).float()  # fp32 logits, as ours
-            self.slots.append({
-                "x32": x32, "graph": g, "logits": logits, "free": threading.Semaphore(1),
-                "host": torch.empty((batch, 1000), dtype=logits.dtype, pin_memory=True),
-                "ev": [torch.cuda.Event(enable_timing=True) for _ in range(6)],
-            })
+                with torch.cuda.graph(g, stream=self.s_comp):
+                    logits = model(x32.to(dtype).contiguous(memory_format=fmt)).float()  # fp32 logits, as ours
+                self.slots.append({
+                    "x32": x32, "graph": g, "logits": logits, "free": threading.Semaphore(1),
+                    "host": torch.empty((batch, 1000), dtype=logits.dtype, pin_memory=True),
+                    "ev": [torch.cuda.Event(enable_timing=True) for _ in range(6)],
+                })
         torch.cuda.synchronize()
         self.requests = queue.Queue()
         self.inflight = queue.Queue()
@@ -343,6 +339,8 @@ class OverlapServer:
         self.requests.put(None)
         self.dispatcher.join()
         self.completer.join()
+        self.dispatcher = self.completer = None  # no cycle through the threads: the graphs go with the server
+        self.torch.cuda.synchronize()
 
 
 class Answer(collections.namedtuple("Answer", "sent taken done h2d compute d2h")):
