@@ -208,16 +208,20 @@ func (f *benchFixture) run(b *testing.B, transport string, batch, clients, h, w 
 	closedLoop(b, clients, batch, send)
 }
 
-var benchPayload = flag.String("payload-mib", "0.75,24,192", "BenchmarkPayload message sizes in MiB, comma-separated (192 MiB: a batch of 256 fp32 3x250x250 images is 183 MiB)")
+var (
+	benchPayload        = flag.String("payload-mib", "0.75,24,192", "BenchmarkPayload message sizes in MiB, comma-separated (192 MiB: a batch of 256 fp32 3x250x250 images is 183 MiB)")
+	benchPayloadClients = flag.String("payload-clients", "1", "BenchmarkPayload clients, each on a connection of its own, comma-separated")
+)
 
 // BenchmarkPayload measures what loopback itself allows, with no model and
-// no decoding: one client sends size bytes and waits for a 4-byte answer,
-// over a raw TCP connection (transport=tcp), an HTTP POST whose handler reads
-// the body into a reused buffer (http), or a gRPC unary call carrying the
-// bytes (grpc, server reflection-free: a one-method service on the same
-// grpc-go settings as the front door). bytes/s over the run's wall time is
-// each transport's ceiling for one client; the front door's figures in
-// BenchmarkTransport are judged against it.
+// no decoding: each of clients clients sends size bytes at a time and waits
+// for a 4-byte answer, over a raw TCP connection (transport=tcp), an HTTP
+// POST whose handler reads the body into a reused buffer (http), or a gRPC
+// unary call carrying the bytes (grpc, server reflection-free: a one-method
+// service on the same grpc-go settings as the front door), every client on a
+// connection (and server) of its own. bytes/s over the run's wall time, all
+// clients together, is each transport's ceiling for that many connections;
+// the front door's figures at as many connections are judged against it.
 func BenchmarkPayload(b *testing.B) {
 	for _, s := range strings.Split(*benchPayload, ",") {
 		mib, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -225,23 +229,41 @@ func BenchmarkPayload(b *testing.B) {
 			b.Fatalf("bad -payload-mib %q", s)
 		}
 		size := int(mib * (1 << 20))
-		for _, transport := range []string{"tcp", "http", "grpc"} {
-			b.Run(fmt.Sprintf("bytes=%d/transport=%s", size, transport), func(b *testing.B) {
-				send := payloadTransport(b, transport, size)
-				msg := make([]byte, size)
-				if err := send(msg); err != nil {
-					b.Fatal(err)
+		for _, clients := range benchInts(b, *benchPayloadClients) {
+			for _, transport := range []string{"tcp", "http", "grpc"} {
+				name := fmt.Sprintf("bytes=%d/transport=%s", size, transport)
+				if clients > 1 {
+					name = fmt.Sprintf("bytes=%d/clients=%d/transport=%s", size, clients, transport)
 				}
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < b.N; i++ {
-					if err := send(msg); err != nil {
-						b.Fatal(err)
+				b.Run(name, func(b *testing.B) {
+					sends := make([]func([]byte) error, clients)
+					msgs := make([][]byte, clients)
+					for c := range sends {
+						sends[c] = payloadTransport(b, transport, size)
+						msgs[c] = make([]byte, size)
+						if err := sends[c](msgs[c]); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				b.ReportMetric(float64(b.N)*float64(size)/time.Since(start).Seconds(), "bytes/s")
-			})
+					b.SetBytes(int64(size))
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					b.ResetTimer()
+					start := time.Now()
+					for c := range sends {
+						wg.Go(func() {
+							for next.Add(1) <= int64(b.N) {
+								if err := sends[c](msgs[c]); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					b.ReportMetric(float64(b.N)*float64(size)/time.Since(start).Seconds(), "bytes/s")
+				})
+			}
 		}
 	}
 }
