@@ -64,6 +64,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 UNITS = [
     ("samples/s", "higher"), ("req/s", "higher"),
@@ -238,6 +239,17 @@ class Server:
         self.thread.join()
 
 
+def fail_fast(run):
+    """Runs a serving thread's loop; an exception in it ends the process
+    (exit status 1) instead of leaving the callers waiting for ever."""
+    try:
+        run()
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+
+
 class OverlapServer:
     """The overlapped serving loop (pipeline=overlap, graphs=on): pinned
     input and output, three CUDA streams (copy-in, compute, copy-out) and
@@ -288,6 +300,10 @@ class OverlapServer:
         self.s_comp.synchronize()
 
     def _dispatch(self):
+        with self.torch.inference_mode():  # the slots' inputs are inference tensors
+            fail_fast(self._dispatch_all)
+
+    def _dispatch_all(self):
         torch, k = self.torch, 0
         while True:
             req = self.requests.get()
@@ -316,6 +332,9 @@ class OverlapServer:
             self.inflight.put((slot, req, taken))
 
     def _complete(self):
+        fail_fast(self._complete_all)
+
+    def _complete_all(self):
         while True:
             item = self.inflight.get()
             if item is None:
