@@ -327,7 +327,7 @@ func TestWarmup(t *testing.T) {
 				"plan.cache", "plan.workers"}
 			if cfg.graphs {
 				want = []string{"init", "plan", "capture", "prime"}
-				subs = append(subs, "capture.record", "capture.instantiate", "capture.upload")
+				subs = append(subs, "capture.record.first-slot", "capture.record.other-slots", "capture.instantiate", "capture.upload") // Slots: 2
 			}
 			if round == "cold" {
 				subs = append(subs, "plan.search")
