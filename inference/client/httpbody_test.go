@@ -129,3 +129,37 @@ func isTensorBody(r io.Reader) bool {
 	_, ok := r.(*tensorBody)
 	return ok
 }
+
+// writeSizesTo records the size of every Write.
+type writeSizesTo struct {
+	bytes.Buffer
+	sizes []int
+}
+
+func (w *writeSizesTo) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return w.Buffer.Write(p)
+}
+
+// TestTensorBodyWritesInChunks checks that writeTo hands the writer at most
+// writeChunk bytes at a time, across slice boundaries, and stops at n.
+func TestTensorBodyWritesInChunks(t *testing.T) {
+	old := writeChunk
+	writeChunk = 4
+	defer func() { writeChunk = old }()
+	body := newTensorBody([]byte("head"), []byte("0123456"), []byte("789"), []byte("extra"))
+	var w writeSizesTo
+	sent, err := body.writeTo(&w, 14)
+	require.NoError(t, err)
+	assert.Equal(t, int64(14), sent)
+	assert.Equal(t, "head0123456789", w.String())
+	total := 0
+	for _, n := range w.sizes {
+		assert.LessOrEqual(t, n, 4, "write sizes %v", w.sizes)
+		total += n
+	}
+	assert.Equal(t, 14, total)
+	assert.GreaterOrEqual(t, len(w.sizes), 4, "14 bytes in chunks of 4: at least 4 writes, got %v", w.sizes)
+	rest, _ := io.ReadAll(body)
+	assert.Equal(t, "extra", string(rest))
+}
