@@ -13,7 +13,7 @@ import (
 
 // seriesKeyNames are the sub-benchmark keys that tell plot lines apart, in
 // the order labels name them; batch is the x axis.
-var seriesKeyNames = []string{"precision", "graphs", "backend", "workers", "pipeline", "devices", "input", "load", "clients"}
+var seriesKeyNames = []string{"precision", "graphs", "backend", "workers", "pipeline", "devices", "input", "batching", "load", "clients"}
 
 // panelKeyNames are the keys that split the series into small multiples
 // when there are more than a legend holds.
@@ -102,6 +102,8 @@ func describe(values map[string]string, keys []string) string {
 			parts = append(parts, plural(v, "GPU"))
 		case "input":
 			parts = append(parts, v+" input")
+		case "batching":
+			parts = append(parts, "batching "+v)
 		case "clients":
 			parts = append(parts, plural(v, "client"))
 		default:

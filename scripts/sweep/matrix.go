@@ -9,11 +9,11 @@ import (
 
 // matrix is a set of benchmark configurations: the cross product of its
 // dimensions. Each dimension is passed to the suite as a comma-separated list
-// flag of the same name; an empty one (inputs and transports, unless set) is
+// flag of the same name; an empty one (inputs, batching and transports, unless set) is
 // not passed, so the suite's default applies.
 type matrix struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads []string
-	inputs, transports                                                        []string
+	inputs, batching, transports                                              []string
 	benchtime                                                                 string // default -test.benchtime (requests per run), e.g. 100x
 	doc                                                                       string
 }
@@ -55,6 +55,13 @@ var matrices = map[string]matrix{
 		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, inputs: []string{"fp32", "uint8"},
 		loads: []string{"burst"}, benchtime: "200x",
 	},
+	"batching": {
+		doc:      "batch-1 bursts with more workers and with the server's dynamic batcher",
+		backends: []string{"cuda"}, batches: []string{"1"},
+		workers: []string{"2", "4", "8"}, pipelines: []string{"overlap"},
+		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, batching: []string{"off", "on"},
+		loads: []string{"burst"}, benchtime: "600x",
+	},
 	"transports": {
 		doc:      "one fast GPU setting in process and over every wire transport, closed loop (give -- -serve-bin where Go is missing)",
 		backends: []string{"cuda"}, batches: []string{"1", "32", "256"},
@@ -77,7 +84,7 @@ func (m *matrix) dims() []struct {
 	}{
 		{"backends", &m.backends}, {"batches", &m.batches}, {"workers", &m.workers},
 		{"pipelines", &m.pipelines}, {"precisions", &m.precisions}, {"graphs", &m.graphs},
-		{"devices", &m.devices}, {"input", &m.inputs}, {"loads", &m.loads}, {"transports", &m.transports},
+		{"devices", &m.devices}, {"input", &m.inputs}, {"batching", &m.batching}, {"loads", &m.loads}, {"transports", &m.transports},
 	}
 }
 

@@ -233,6 +233,8 @@ func TestSweepPassesTransportsThrough(t *testing.T) {
 			"4 configurations x 1 runs = 4 results\n<go test -c -tags ''> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1,2 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst\n"},
 		{"overridden", []string{"-matrix", "cpu-quick", "-transports", "inproc,grpc-shm"},
 			"8 configurations x 1 runs = 8 results\n<go test -c -tags ''> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=20x -backends=cpu -batches=1,8 -workers=1,2 -pipelines=serial -precisions=fp32 -graphs=off -devices=1 -loads=burst -transports=inproc,grpc-shm\n"},
+		{"the batching matrix", []string{"-matrix", "batching"},
+			"6 configurations x 1 runs = 6 results\n<go test -c -tags 'cuda'> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=600x -backends=cuda -batches=1 -workers=2,4,8 -pipelines=overlap -precisions=fp16 -graphs=on -devices=1 -batching=off,on -loads=burst\n"},
 		{"the transports matrix", []string{"-matrix", "transports"},
 			"15 configurations x 1 runs = 15 results\n<go test -c -tags 'cuda'> (1 rounds of) -test.run=^$ -test.bench=^BenchmarkServer$ -test.count=1 -test.benchtime=200x -backends=cuda -batches=1,32,256 -workers=2 -pipelines=overlap -precisions=fp16 -graphs=on -devices=1 -loads=closed -transports=inproc,grpc,http,grpc-shm,http-shm\n"},
 	} {
