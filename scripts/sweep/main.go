@@ -6,8 +6,9 @@
 //  1. Pick a matrix (-matrix seed, cpu-quick, gpu-full, loads, inputs,
 //     batching, transports) and override any of its dimensions with
 //     -backends, -batches, -workers, -pipelines, -precisions, -graphs,
-//     -devices, -input, -batching, -loads and -transports (the last three
-//     not passed to the suite unless the matrix or the flag sets it).
+//     -devices, -input, -batching, -loads and -transports (-input,
+//     -batching and -transports are not passed to the suite unless the
+//     matrix or the flag sets them).
 //  2. Build the root test binary once (go test -c, with -tags cuda when the
 //     matrix uses the cuda back-end), or take a prebuilt one with -bin: the
 //     GPU machine has no Go toolchain.
