@@ -482,9 +482,7 @@ func BenchmarkCapacity(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if batching == "on" {
-						cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = suite.batchingOn(batch)
-					}
+					cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = suite.batchSettings(batch, batching)
 					sb := subBenchFor(b.Name()+"/"+name, cfg)
 					b.Run(name, func(b *testing.B) { runCapacity(b, sb, batch) })
 					if err := sb.finish(); err != nil {

@@ -118,10 +118,7 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 	if schemeOf(transport) == httpT {
 		httpAddr, grpcAddr = grpcAddr, httpAddr
 	}
-	maxBatch, batches, delay := p.batch, []int{p.batch}, time.Duration(0)
-	if p.batching == "on" {
-		maxBatch, batches, delay = c.batchingOn(p.batch)
-	}
+	maxBatch, batches, delay := c.batchSettings(p.batch, p.batching)
 	sizes := make([]string, len(batches))
 	for i, n := range batches {
 		sizes[i] = strconv.Itoa(n)

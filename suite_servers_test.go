@@ -74,20 +74,20 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 }
 
 // pointConfig returns the server configuration of point p: serverConfig's,
-// with dynamic batching when p has batching=on (the sizes and delay of
-// batchingOn).
+// with p's batching (batchSettings).
 func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
 	cfg, err := c.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
-	if err == nil && p.batching == "on" {
-		cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = c.batchingOn(p.batch)
-	}
+	cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = c.batchSettings(p.batch, p.batching)
 	return cfg, err
 }
 
-// batchingOn returns MaxBatch, the prepared batch sizes and MaxQueueDelay of
-// a server that merges batch-image requests: batchingSizes' and
-// -max-queue-delay.
-func (c *suiteConfig) batchingOn(batch int) (int, []int, time.Duration) {
+// batchSettings returns MaxBatch, the prepared batch sizes and MaxQueueDelay
+// of a server for batch-image requests: the batch alone with batching off
+// (or unnamed); with "on", batchingSizes' and -max-queue-delay.
+func (c *suiteConfig) batchSettings(batch int, batching string) (int, []int, time.Duration) {
+	if batching != "on" {
+		return batch, []int{batch}, 0
+	}
 	maxBatch, sizes := batchingSizes(batch)
 	return maxBatch, sizes, c.flags.delay
 }
