@@ -55,8 +55,12 @@ var writeChunk int64 = 128 << 10
 // and consumes them.
 func (b *tensorBody) writeTo(w io.Writer, n int64) (int64, error) {
 	var total int64
+	// One chunk's slices, in storage reused for every chunk (WriteTo
+	// consumes out's header, not chunk's): no allocation per chunk.
+	chunk := make(net.Buffers, 0, 4)
+	var out net.Buffers
 	for n > 0 && len(b.bufs) > 0 {
-		var out net.Buffers
+		out = chunk[:0]
 		left := min(n, writeChunk)
 		for _, p := range b.bufs {
 			if left <= 0 {

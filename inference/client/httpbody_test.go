@@ -163,3 +163,19 @@ func TestTensorBodyWritesInChunks(t *testing.T) {
 	rest, _ := io.ReadAll(body)
 	assert.Equal(t, "extra", string(rest))
 }
+
+// TestTensorBodyChunksDoNotAllocate checks that writeTo's allocations do not
+// grow with the chunks a body takes: a 64-chunk body allocates as much as a
+// one-chunk body.
+func TestTensorBodyChunksDoNotAllocate(t *testing.T) {
+	allocs := func(size int) float64 {
+		data := make([]byte, size)
+		return testing.AllocsPerRun(10, func() {
+			b := newTensorBody([]byte("head"), data)
+			_, err := b.writeTo(io.Discard, int64(len(data)+4))
+			require.NoError(t, err)
+		})
+	}
+	one, many := allocs(int(writeChunk)/2), allocs(64*int(writeChunk))
+	assert.Equal(t, one, many, "allocations of a 1-chunk body (%v) and a 64-chunk body (%v)", one, many)
+}
