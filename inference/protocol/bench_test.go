@@ -246,22 +246,8 @@ func BenchmarkPayload(b *testing.B) {
 						}
 					}
 					b.SetBytes(int64(size))
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					b.ResetTimer()
-					start := time.Now()
-					for c := range sends {
-						wg.Go(func() {
-							for next.Add(1) <= int64(b.N) {
-								if err := sends[c](msgs[c]); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						})
-					}
-					wg.Wait()
-					b.ReportMetric(float64(b.N)*float64(size)/time.Since(start).Seconds(), "bytes/s")
+					elapsed, _ := clientLoop(b, clients, func(c int) error { return sends[c](msgs[c]) })
+					b.ReportMetric(float64(b.N)*float64(size)/elapsed.Seconds(), "bytes/s")
 				})
 			}
 		}
@@ -272,6 +258,18 @@ func BenchmarkPayload(b *testing.B) {
 // time with send(client), and reports req/s and samples/s over the wall time
 // of the whole run and the p50 and p99 latency of send on the client's clock.
 func closedLoop(b *testing.B, clients, batch int, send func(c int) error) {
+	elapsed, all := clientLoop(b, clients, send)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "samples/s")
+	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
+	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
+}
+
+// clientLoop runs b.N calls of send from clients goroutines, each calling
+// send(client) one at a time, and returns the wall time of the whole run and
+// the calls' latencies. The timer is reset at the start and stopped at the
+// end.
+func clientLoop(b *testing.B, clients int, send func(c int) error) (time.Duration, *metrics.Histogram) {
 	hists := make([]metrics.Histogram, clients)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -298,8 +296,5 @@ func closedLoop(b *testing.B, clients, batch int, send func(c int) error) {
 	for i := range hists {
 		all.Merge(&hists[i])
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "samples/s")
-	b.ReportMetric(float64(all.Quantile(0.5)), "p50-latency-ns")
-	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
+	return elapsed, &all
 }
