@@ -189,7 +189,18 @@ class UtilSampler:
         return (sum(self.samples) / n if n else None), n
 
 
-class Server:
+class QueueServer:
+    """What both serving loops share: requests arrive on self.requests as
+    (input, send time, reply queue)."""
+
+    def infer(self, inp):
+        """Sends one request and waits for its Answer."""
+        reply = queue.Queue(maxsize=1)
+        self.requests.put((inp, time.perf_counter_ns(), reply))
+        return reply.get()
+
+
+class Server(QueueServer):
     """A minimal serving loop: a request queue and one worker thread that
     copies in, computes and copies out on its own stream (pipeline=serial,
     workers=1)."""
@@ -229,11 +240,6 @@ class Server:
                 ms = [ev[i].elapsed_time(ev[i + 1]) for i in range(3)]
                 reply.put(Answer(sent, taken, done, *(round(x * 1e6) for x in ms)))
 
-    def infer(self, inp):
-        reply = queue.Queue(maxsize=1)
-        self.requests.put((inp, time.perf_counter_ns(), reply))
-        return reply.get()
-
     def close(self):
         self.requests.put(None)
         self.thread.join()
@@ -250,7 +256,7 @@ def fail_fast(run):
         os._exit(1)
 
 
-class OverlapServer:
+class OverlapServer(QueueServer):
     """The overlapped serving loop (pipeline=overlap, graphs=on): pinned
     input and output, three CUDA streams (copy-in, compute, copy-out) and
     `slots` requests in flight, each slot with its own device buffers and its
@@ -347,11 +353,6 @@ class OverlapServer:
             ns = [round(ev[i].elapsed_time(ev[i + 1]) * 1e6) for i in (0, 2, 4)]
             slot["free"].release()
             reply.put(Answer(sent, taken, done, *ns))
-
-    def infer(self, inp):
-        reply = queue.Queue(maxsize=1)
-        self.requests.put((inp, time.perf_counter_ns(), reply))
-        return reply.get()
 
     def close(self):
         self.requests.put(None)
