@@ -150,6 +150,13 @@ func (e *engine) open() error {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
 	cfg = append(cfg, e.sampler.config())
+	if path := os.Getenv(TimelineEnv); path != "" {
+		v := path
+		if err := writeTimeline(path, e.clock); err != nil {
+			v = "failed: " + err.Error()
+		}
+		cfg = append(cfg, backend.KV{Key: "cuda-timeline", Value: v})
+	}
 	e.info = backend.Info{Config: cfg, Setup: e.clock.parts(setup), GPU: true}
 	return nil
 }
@@ -191,7 +198,10 @@ func (e *engine) initialise() error {
 				}
 			}
 			return e.clock.time("init.context", func() (err error) {
-				early := takeStarted() // what a Start made, now ours
+				early, clock := takeStarted() // what a Start made, now ours
+				if clock != nil {
+					e.clock.merge(clock)
+				}
 				defer func() { err = errors.Join(err, closeDevices(early)) }()
 				for _, ord := range ordinals {
 					d := early[ord]

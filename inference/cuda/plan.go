@@ -250,7 +250,7 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 				if v, ok := cache.get(ckey); ok {
 					var ch choice
 					ok := false
-					_ = clock.time("plan.cache", func() error {
+					_ = clock.timeWhat("plan.cache", convWhat(n, l), func() error {
 						ch, ok = validate(w.dnn, l, c, v)
 						return nil
 					})
@@ -266,7 +266,7 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 				}
 				x, y, z := buffers(l)
 				var ch choice
-				err := clock.time("plan.search", func() (err error) {
+				err := clock.timeWhat("plan.search", convWhat(n, l), func() (err error) {
 					ch, err = pl.search.choose(w, l, c, x, y, z, find, findWorkspace)
 					return err
 				})
@@ -292,7 +292,7 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 				if v, ok := cache.get(gkey); ok {
 					var g *graphChoice
 					ok := false
-					_ = clock.time("plan.cache", func() error {
+					_ = clock.timeWhat("plan.cache", convWhat(n, l)+" graph", func() error {
 						g, ok = pl.graphChoiceFromCache(w, spec, v)
 						return nil
 					})
@@ -309,7 +309,7 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 				x, y, z := buffers(l)
 				var g *graphChoice
 				var t convTiming
-				err = clock.time("plan.search", func() (err error) {
+				err = clock.timeWhat("plan.search", convWhat(n, l)+" graph", func() (err error) {
 					g, t, err = pl.measureGraph(w, l, c, ch, n, x, y, z, find, findWorkspace)
 					return err
 				})
@@ -346,6 +346,9 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 	pl.runAs = padSizes(pl.opts.MaxBatch, func(m int) bool { return pl.plans[m] != nil })
 	return ws, nil
 }
+
+// convWhat names a convolution of a plan in the set-up timeline.
+func convWhat(n int, l *convLayer) string { return fmt.Sprintf("batch %d conv %d", n, l.index) }
 
 // validate checks a cached choice against this cuDNN: the algorithm must accept
 // the shapes with no more workspace than recorded.

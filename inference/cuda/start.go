@@ -4,8 +4,10 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cublas"
@@ -18,7 +20,8 @@ var _ backend.Starter = cudaBackend{}
 // per process, so an Open that follows finds them) and a device, with its
 // primary context retained, for each ordinal, which Open takes over.
 type early struct {
-	done chan struct{} // closed when the work is over
+	done  chan struct{} // closed when the work is over
+	clock *stopwatch    // its runs: start.libraries, start.driver, start.context
 
 	mu      sync.Mutex
 	devices map[int]*device // made and not yet taken over
@@ -42,7 +45,7 @@ func (cudaBackend) Start(opts backend.Options) (stop func()) {
 	if started.e != nil {
 		return func() {}
 	}
-	e := &early{done: make(chan struct{}), devices: map[int]*device{}}
+	e := &early{done: make(chan struct{}), clock: newStopwatch(time.Now), devices: map[int]*device{}}
 	started.e = e
 	go e.run(ordinals)
 	return func() {
@@ -66,16 +69,22 @@ func (e *early) run(ordinals []int) {
 	defer close(e.done)
 	_ = concurrently(
 		func() error {
-			dnn, err := cudnn.Load()
-			if err != nil {
+			return e.clock.time("start.libraries", func() error {
+				dnn, err := cudnn.Load()
+				if err != nil {
+					return err
+				}
+				dnn.Preload()
+				_, err = cublas.Load()
 				return err
-			}
-			dnn.Preload()
-			_, err = cublas.Load()
-			return err
+			})
 		},
 		func() error {
-			n, err := deviceCount()
+			var n int
+			err := e.clock.time("start.driver", func() (err error) {
+				n, err = deviceCount()
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -83,7 +92,11 @@ func (e *early) run(ordinals []int) {
 				if ord < 0 || ord >= n {
 					continue
 				}
-				d, err := newDevice(ord)
+				var d *device
+				err := e.clock.timeWhat("start.context", fmt.Sprint("device ", ord), func() (err error) {
+					d, err = newDevice(ord)
+					return err
+				})
 				if err != nil {
 					if d != nil {
 						_ = d.close()
@@ -100,21 +113,22 @@ func (e *early) run(ordinals []int) {
 }
 
 // takeStarted waits for the early set-up of a Start, if one is waiting for
-// its Open, and returns the devices it made, which the caller then owns.
-func takeStarted() map[int]*device {
+// its Open, and returns the devices it made, which the caller then owns, and
+// the stopwatch that timed it (nil without a Start).
+func takeStarted() (map[int]*device, *stopwatch) {
 	started.mu.Lock()
 	e := started.e
 	started.e = nil
 	started.mu.Unlock()
 	if e == nil {
-		return nil
+		return nil, nil
 	}
 	<-e.done
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := e.devices
 	e.devices = map[int]*device{}
-	return out
+	return out, e.clock
 }
 
 // distinct returns the ordinals in devices, sorted, each once; device 0 when

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,4 +79,25 @@ func TestConcurrently(t *testing.T) {
 	err = concurrently(func() error { panic("oops") }, func() error { return nil })
 	assert.ErrorContains(t, err, "panic during set-up: oops")
 	assert.NoError(t, concurrently())
+}
+
+func TestStopwatchTimeline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	early := newStopwatch(func() time.Time { return at(-50) })
+	early.recordWhat("start.context", "device 0", at(-40), at(-10))
+	s := newStopwatch(func() time.Time { return t0 })
+	s.recordWhat("capture.record.first-slot", "worker 1 slot 0 batch 256", at(30), at(90))
+	s.record("init.pin", at(5), at(7))
+	s.merge(early)
+	var b strings.Builder
+	require.NoError(t, s.writeTimeline(&b))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 4, "a header and a line a run:\n%s", b.String())
+	assert.Equal(t, []string{
+		"  -40.000   -10.000    30.000  start.context (device 0)",
+		"    5.000     7.000     2.000  init.pin",
+		"   30.000    90.000    60.000  capture.record.first-slot (worker 1 slot 0 batch 256)",
+	}, lines[1:], "runs in order of start, in ms from the stopwatch's making")
+	assert.Equal(t, 30*time.Millisecond, s.total("start.context"), "merged runs count")
 }

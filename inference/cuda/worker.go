@@ -135,7 +135,7 @@ func (w *worker) alloc(bytes int) (uintptr, error) {
 // and page-locked host buffers, timing the cuDNN handle, the cuBLAS handle,
 // the device buffers and the host buffers as sub-steps of init.
 func (w *worker) init() error {
-	err := w.e.clock.time("init.cudnn-handles", func() error {
+	err := w.e.clock.timeWhat("init.cudnn-handles", w.what(), func() error {
 		if err := w.makeStreams(); err != nil {
 			return err
 		}
@@ -148,13 +148,13 @@ func (w *worker) init() error {
 	if err != nil {
 		return err
 	}
-	if err := w.e.clock.time("init.cublas-handles", w.makeBLAS); err != nil {
+	if err := w.e.clock.timeWhat("init.cublas-handles", w.what(), w.makeBLAS); err != nil {
 		return err
 	}
-	if err := w.e.clock.time("init.buffers", w.makeBuffers); err != nil {
+	if err := w.e.clock.timeWhat("init.buffers", w.what(), w.makeBuffers); err != nil {
 		return err
 	}
-	return w.e.clock.time("init.pin", func() error {
+	return w.e.clock.timeWhat("init.pin", w.what(), func() error {
 		for i := range w.slots {
 			if err := w.pinSlot(i); err != nil {
 				return err
@@ -313,7 +313,11 @@ func (w *worker) capture() error {
 				if i > 0 {
 					record = "capture.record.other-slots"
 				}
-				err := clock.time(record, func() error {
+				what := fmt.Sprintf("worker %d slot %d batch %d", w.id, i, n)
+				if k.uint8 {
+					what += " uint8"
+				}
+				err := clock.timeWhat(record, what, func() error {
 					if err := cudadrv.BeginCapture(w.comp); err != nil {
 						return err
 					}
@@ -326,7 +330,7 @@ func (w *worker) capture() error {
 					return w.wrap(fmt.Sprintf("capture of batch %d", n), errors.Join(err, g.Destroy()))
 				}
 				var exec cudadrv.Exec
-				err = clock.time("capture.instantiate", func() (err error) {
+				err = clock.timeWhat("capture.instantiate", what, func() (err error) {
 					exec, err = g.Instantiate()
 					return errors.Join(err, g.Destroy())
 				})
@@ -351,6 +355,9 @@ func (w *worker) graphKeys() []captureKey {
 	}
 	return keys
 }
+
+// what names the worker in the set-up timeline.
+func (w *worker) what() string { return fmt.Sprint("worker ", w.id) }
 
 // allocWorkspace gives the worker n bytes of convolution workspace.
 func (w *worker) allocWorkspace(n uintptr) error {
