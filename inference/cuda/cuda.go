@@ -29,7 +29,12 @@
 //     cuDNN handle (init.cudnn-handles), cuBLAS handle (init.cublas-handles),
 //     activation buffers, per-slot device buffers and events (init.buffers)
 //     and page-locked staging and output buffers (init.pin), and open NVML
-//     (init.nvml). A backend.Starter's Start (the server calls it before it
+//     (init.nvml), while a goroutine per device runs the classifier's cuBLAS
+//     product once per prepared batch size (cuBLAS's one-time set-up, about
+//     120 ms on an H200; background.blas-first-use in the timeline that
+//     TimelineEnv asks for): init does not wait for it,
+//     capture does (capture.blas-wait) or, without graphs, prime
+//     (prime.blas-wait). A backend.Starter's Start (the server calls it before it
 //     loads the model) does the driver, the contexts and the libraries ahead,
 //     so that init.driver and init.context are then only what Open still
 //     waited for;

@@ -298,6 +298,8 @@ func TestWarmup(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
+	timeline := filepath.Join(t.TempDir(), "timeline.txt")
+	t.Setenv(TimelineEnv, timeline)
 	for _, cfg := range configs() {
 		path := filepath.Join(t.TempDir(), "algos.json")
 		searched := 0
@@ -327,13 +329,28 @@ func TestWarmup(t *testing.T) {
 				"plan.cache", "plan.workers"}
 			if cfg.graphs {
 				want = []string{"init", "plan", "capture", "prime"}
-				subs = append(subs, "capture.record.first-slot", "capture.record.other-slots", "capture.instantiate", "capture.upload") // Slots: 2
+				subs = append(subs, "capture.blas-wait", "capture.record.first-slot", "capture.record.other-slots", "capture.instantiate", "capture.upload") // Slots: 2
+			} else {
+				subs = append(subs, "prime.blas-wait")
 			}
 			if round == "cold" {
 				subs = append(subs, "plan.search")
 			}
 			assert.Equal(t, want, stepNames(info.Setup), "warm-up steps")
 			checkSubSteps(t, info.Setup, subs)
+			assert.Equal(t, timeline, configValue(info.Config, "cuda-timeline"))
+			tl, err := os.ReadFile(timeline)
+			require.NoError(t, err)
+			runs := []string{"init.context", "background.blas-first-use (device 0)", "plan.cache (batch 1 conv 0)"}
+			if round == "cold" {
+				runs[2] = "plan.search (batch 1 conv 0)"
+			}
+			if cfg.graphs {
+				runs = append(runs, "capture.record.first-slot (worker 0 slot 0 batch 256 uint8)", "capture.record.other-slots (worker 0 slot 1 batch 1)")
+			}
+			for _, r := range runs {
+				assert.Contains(t, string(tl), "  "+r+"\n", "the timeline has a line for every run")
+			}
 			if cfg.prec == backend.FP32 && !cfg.graphs && round == "cold" {
 				for _, kv := range info.Config {
 					t.Logf("  %s: %s", kv.Key, kv.Value)

@@ -47,7 +47,8 @@ type engine struct {
 
 	config    []backend.KV // Describe's lines, read during init
 	configErr error
-	clock     *stopwatch // Open's sub-steps
+	clock     *stopwatch     // Open's sub-steps
+	firstUse  sync.WaitGroup // startBLASFirstUse's goroutines
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -254,6 +255,7 @@ func (e *engine) initialise() error {
 	if err != nil {
 		return err
 	}
+	e.startBLASFirstUse()
 	e.plans = newPlanner(e.dnn, e.net, e.opts)
 	byOrdinal := map[int]*device{}
 	var jobs []func() error
@@ -313,6 +315,7 @@ func (e *engine) plan() error {
 // capture records every worker's graphs (Options.Graphs), the workers at
 // once: each records on its own stream, in a capture local to its thread.
 func (e *engine) capture() error {
+	e.waitBLASFirstUse("capture.blas-wait")
 	var jobs []func() error
 	for _, w := range e.workers {
 		jobs = append(jobs, w.capture)
@@ -322,6 +325,9 @@ func (e *engine) capture() error {
 
 // prime runs every worker's first forward passes, the workers at once.
 func (e *engine) prime() error {
+	if !e.opts.Graphs {
+		e.waitBLASFirstUse(backend.PartFirst + ".blas-wait")
+	}
 	var jobs []func() error
 	for _, w := range e.workers {
 		jobs = append(jobs, w.prime)
@@ -375,6 +381,7 @@ func (e *engine) Sampler() backend.Sampler { return e.sampler }
 // Close waits for the devices to finish and releases everything. It is idempotent.
 func (e *engine) Close() error {
 	e.closeOnce.Do(func() {
+		e.firstUse.Wait() // before the contexts go
 		var errs []error
 		if e.sampler != nil {
 			errs = append(errs, e.sampler.close())

@@ -183,19 +183,9 @@ func (w *worker) makeStreams() error {
 }
 
 // makeBLAS makes the cuBLAS handle, on the compute stream.
-func (w *worker) makeBLAS() error {
-	var err error
-	if w.blas, err = w.e.blas.Create(); err != nil {
-		return err
-	}
-	if err := w.blas.SetStream(w.comp.Pointer()); err != nil {
-		return err
-	}
-	math := cublas.DefaultMath
-	if w.e.opts.Precision == backend.TF32 {
-		math = cublas.TF32Math
-	}
-	return w.blas.SetMath(math)
+func (w *worker) makeBLAS() (err error) {
+	w.blas, err = w.e.newBLAS(w.comp)
+	return err
 }
 
 // makeBuffers allocates the device buffers and the slots' events.
@@ -720,9 +710,7 @@ func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 			return err
 		}
 	}
-	// logits^T (classes x n, column-major) = W (classes x feat) * feat^T.
-	if err := w.blas.Sgemm(cublas.OpT, cublas.OpN, net.classes, p.n, net.feat, 1,
-		w.dev.param(net.fcW), net.feat, w.featF, net.feat, 0, out, net.classes); err != nil {
+	if err := classify(w.blas, net, w.dev, p.n, w.featF, out); err != nil {
 		return fmt.Errorf("classifier: %w", err)
 	}
 	if err := w.markLayer("classifier", "cublasSgemm"); err != nil {
