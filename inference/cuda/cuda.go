@@ -1,8 +1,9 @@
 // Package cuda is the GPU back-end: it runs a resnet.Model on NVIDIA GPUs with
-// cuDNN and cuBLAS.
+// cuDNN and kernels of its own (the input conversion and the classifier head,
+// kernels/).
 //
 // Nothing GPU-related is linked or touched before it is needed: the CUDA
-// driver (libcuda.so.1), cuDNN and cuBLAS are loaded with dlopen, and the
+// driver (libcuda.so.1) and cuDNN are loaded with dlopen, and the
 // driver is initialised, by the first Open or Describe. A program built with
 // -tags cuda therefore starts on a machine without a GPU or driver, and Open
 // and Describe tell it why there is no GPU (an error wrapping backend.ErrNoGPU).
@@ -20,21 +21,15 @@
 // once count once; sub-steps of one step may overlap):
 //
 //  1. init: initialise the driver and retain each device's primary context
-//     (init.driver, init.context) while, at the same time, cuDNN and cuBLAS
-//     load, with the parts of cuDNN it would load on its first convolution
+//     (init.driver, init.context) while, at the same time, cuDNN loads, with the parts of cuDNN it would load on its first convolution
 //     (init.libraries), and the model is folded (batch-norm into convolution
 //     weight and bias, init.fold) and packed (init.network); then, all at
 //     once, upload the weights (init.weights) and load the input conversion
-//     kernels (init.kernels) on every device, make every Worker's streams and
-//     cuDNN handle (init.cudnn-handles), cuBLAS handle (init.cublas-handles),
-//     activation buffers, per-slot device buffers and events (init.buffers)
-//     and page-locked staging and output buffers (init.pin), and open NVML
-//     (init.nvml), while a goroutine per device runs the classifier's cuBLAS
-//     product once per prepared batch size (cuBLAS's one-time set-up, about
-//     120 ms on an H200; background.blas-first-use in the timeline that
-//     TimelineEnv asks for): init does not wait for it,
-//     capture does (capture.blas-wait) or, without graphs, prime
-//     (prime.blas-wait). A backend.Starter's Start (the server calls it before it
+//     and classifier head kernels (init.kernels) on every device, make every
+//     Worker's streams and cuDNN handle (init.cudnn-handles), activation
+//     buffers, per-slot device buffers and events (init.buffers) and
+//     page-locked staging and output buffers (init.pin), and open NVML
+//     (init.nvml). A backend.Starter's Start (the server calls it before it
 //     loads the model) does the driver, the contexts and the libraries ahead,
 //     so that init.driver and init.context are then only what Open still
 //     waited for;
@@ -82,14 +77,15 @@
 //
 // Precision picks the arithmetic and layout: FP32 is NCHW float without tensor
 // cores; TF32 is NHWC float with tensor cores allowed; FP16 is NHWC half with
-// float accumulation. The float NCHW input is converted on the GPU
-// (cudnnTransformTensor) when the layout or type differs; the classifier is a
-// float GEMM.
+// float accumulation. The float NCHW input is converted on the GPU (our kernel,
+// kernels/normalize.cu) when the layout or type differs; the classifier head
+// (average pool, then the fully connected layer with its bias) is float32
+// whatever the precision, in two kernels of ours (head.go).
 //
 // A batch flows through a Worker: CopyIn (parts in memory from AllocHost are
 // copied directly; other parts are first copied into the slot's pinned staging
 // buffer by several goroutines), Compute (per layer one fused convolution + bias
-// + ReLU (+ residual) call, max-pool, average pool, classifier GEMM + bias, or
+// + ReLU (+ residual) call, max-pool, average pool, classifier, or
 // one graph launch), CopyOut and Wait. In the Serial pipeline all steps share
 // the worker's stream; in Overlap, copy-in, compute and copy-out have their own
 // streams, ordered by events.

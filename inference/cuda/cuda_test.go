@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cublas"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 	"github.com/inferbench/inferbench/inference/resnet"
@@ -129,7 +128,7 @@ func TestDescribe(t *testing.T) {
 		keys[l.Key] = l.Value
 		t.Logf("%s: %s", l.Key, l.Value)
 	}
-	for _, k := range []string{"gpu", "driver", "cuda", "cudnn", "cublas"} {
+	for _, k := range []string{"gpu", "driver", "cuda", "cudnn"} {
 		assert.NotEmpty(t, keys[k], "config line %q", k)
 	}
 }
@@ -325,13 +324,11 @@ func TestWarmup(t *testing.T) {
 			}
 			want := []string{"init", "plan", "prime", "calibrate"}
 			subs := []string{"init.driver", "init.context", "init.libraries", "init.fold", "init.network", "init.weights",
-				"init.kernels", "init.cudnn-handles", "init.cublas-handles", "init.buffers", "init.pin", "init.nvml",
+				"init.kernels", "init.cudnn-handles", "init.buffers", "init.pin", "init.nvml",
 				"plan.cache", "plan.workers"}
 			if cfg.graphs {
 				want = []string{"init", "plan", "capture", "prime"}
-				subs = append(subs, "capture.blas-wait", "capture.record.first-slot", "capture.record.other-slots", "capture.instantiate", "capture.upload") // Slots: 2
-			} else {
-				subs = append(subs, "prime.blas-wait")
+				subs = append(subs, "capture.record.first-slot", "capture.record.other-slots", "capture.instantiate", "capture.upload") // Slots: 2
 			}
 			if round == "cold" {
 				subs = append(subs, "plan.search")
@@ -341,7 +338,7 @@ func TestWarmup(t *testing.T) {
 			assert.Equal(t, timeline, configValue(info.Config, "cuda-timeline"))
 			tl, err := os.ReadFile(timeline)
 			require.NoError(t, err)
-			runs := []string{"init.context", "background.blas-first-use (device 0)", "plan.cache (batch 1 conv 0)"}
+			runs := []string{"init.context", "init.pin (worker 0)", "plan.cache (batch 1 conv 0)"}
 			if round == "cold" {
 				runs[2] = "plan.search (batch 1 conv 0)"
 			}
@@ -559,7 +556,6 @@ func TestDeviceLost(t *testing.T) {
 		{"out of memory", cudadrv.ErrOutOfMemory, false},
 		{"cuDNN execution failed", cudnn.Status(5003), true},
 		{"cuDNN bad parameter", cudnn.StatusBadParam, false},
-		{"cuBLAS execution failed", cublas.StatusExecutionFailed, true},
 	}
 	w := &worker{id: 1, dev: &device{ordinal: 0}}
 	for _, tt := range tests {

@@ -28,6 +28,9 @@ type device struct {
 	// kernels are the input conversion kernels, loaded in the device's
 	// context by load (see loadInputKernels).
 	kernels *inputKernels
+	// head is the classifier head's kernels (see headKernels), loaded with
+	// the input kernels.
+	head *headKernels
 }
 
 // deviceCount initialises the driver, on first use, and returns the number of
@@ -89,7 +92,8 @@ func newDevice(ord int) (*device, error) {
 }
 
 // load uploads net's parameters to the device and loads its input conversion
-// kernels for o, timing both as sub-steps of init.
+// kernels for o and its classifier head's kernels, timing both as sub-steps
+// of init.
 func (d *device) load(net *network, o backend.Options, clock *stopwatch) error {
 	return withContext(d, func() error {
 		err := clock.time("init.weights", func() error {
@@ -106,7 +110,10 @@ func (d *device) load(net *network, o backend.Options, clock *stopwatch) error {
 			return err
 		}
 		return clock.time("init.kernels", func() (err error) {
-			d.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width)
+			if d.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width); err != nil {
+				return err
+			}
+			d.head, err = loadHeadKernels(net)
 			return err
 		})
 	})
@@ -129,9 +136,10 @@ func (d *device) pciLocation() ([3]int, error) {
 
 func (d *device) close() error {
 	var errs []error
-	if d.params != 0 || !d.ref.IsZero() || d.kernels != nil {
+	if d.params != 0 || !d.ref.IsZero() || d.kernels != nil || d.head != nil {
 		errs = append(errs, withContext(d, func() error {
-			errs := []error{d.kernels.unload()}
+			errs := []error{d.kernels.unload(), d.head.unload()}
+			d.kernels, d.head = nil, nil
 			if d.params != 0 {
 				errs = append(errs, cudadrv.MemFree(d.params))
 				d.params = 0

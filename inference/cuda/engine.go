@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cublas"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 	"github.com/inferbench/inferbench/inference/internal/nvml"
@@ -32,7 +31,6 @@ type engine struct {
 	model   *resnet.Model  // read during Open only
 	folded  *resnet.Folded // the model folded, made by init
 	dnn     *cudnn.Lib
-	blas    *cublas.Lib
 	net     *network
 	plans   *planner
 	devices []*device // one per distinct ordinal
@@ -47,8 +45,7 @@ type engine struct {
 
 	config    []backend.KV // Describe's lines, read during init
 	configErr error
-	clock     *stopwatch     // Open's sub-steps
-	firstUse  sync.WaitGroup // startBLASFirstUse's goroutines
+	clock     *stopwatch // Open's sub-steps
 
 	hostMu     sync.RWMutex
 	host       []hostRange // pinned memory handed out by AllocHost
@@ -226,9 +223,6 @@ func (e *engine) initialise() error {
 					return fmt.Errorf("cuda: %w", err)
 				}
 				e.dnn.Preload()
-				if e.blas, err = cublas.Load(); err != nil {
-					return fmt.Errorf("cuda: %w", err)
-				}
 				return nil
 			})
 			if err != nil {
@@ -255,7 +249,6 @@ func (e *engine) initialise() error {
 	if err != nil {
 		return err
 	}
-	e.startBLASFirstUse()
 	e.plans = newPlanner(e.dnn, e.net, e.opts)
 	byOrdinal := map[int]*device{}
 	var jobs []func() error
@@ -315,7 +308,6 @@ func (e *engine) plan() error {
 // capture records every worker's graphs (Options.Graphs), the workers at
 // once: each records on its own stream, in a capture local to its thread.
 func (e *engine) capture() error {
-	e.waitBLASFirstUse("capture.blas-wait")
 	var jobs []func() error
 	for _, w := range e.workers {
 		jobs = append(jobs, w.capture)
@@ -325,9 +317,6 @@ func (e *engine) capture() error {
 
 // prime runs every worker's first forward passes, the workers at once.
 func (e *engine) prime() error {
-	if !e.opts.Graphs {
-		e.waitBLASFirstUse(backend.PartFirst + ".blas-wait")
-	}
 	var jobs []func() error
 	for _, w := range e.workers {
 		jobs = append(jobs, w.prime)
@@ -381,7 +370,6 @@ func (e *engine) Sampler() backend.Sampler { return e.sampler }
 // Close waits for the devices to finish and releases everything. It is idempotent.
 func (e *engine) Close() error {
 	e.closeOnce.Do(func() {
-		e.firstUse.Wait() // before the contexts go
 		var errs []error
 		if e.sampler != nil {
 			errs = append(errs, e.sampler.close())
@@ -547,7 +535,7 @@ func (e *engine) pinned(p []byte) bool {
 
 // Describe initialises the driver if no engine did, and returns config lines
 // for device 0 without opening an engine: gpu, driver, cuda (the driver's CUDA
-// version), cudnn and cublas. Without a usable GPU its error wraps
+// version) and cudnn. Without a usable GPU its error wraps
 // backend.ErrNoGPU.
 func Describe() ([]backend.KV, error) {
 	if _, err := deviceCount(); err != nil {
@@ -575,13 +563,6 @@ func Describe() ([]backend.KV, error) {
 	} else {
 		return kv, err
 	}
-	if l, err := cublas.Load(); err == nil {
-		if s, err := l.Version(); err == nil {
-			kv = append(kv, backend.KV{Key: "cublas", Value: s})
-		}
-	} else {
-		return kv, err
-	}
 	return kv, nil
 }
 
@@ -591,5 +572,5 @@ func deviceLost(err error) bool {
 	if errors.As(err, &r) && cudadrv.Sticky(int(r)) {
 		return true
 	}
-	return errors.Is(err, cudnn.StatusExecutionFailed) || errors.Is(err, cublas.StatusExecutionFailed)
+	return errors.Is(err, cudnn.StatusExecutionFailed)
 }

@@ -30,9 +30,8 @@ type network struct {
 	fcW, fcB                int // byte offsets of the classifier's weight and bias in params
 	poolH, poolW            int // after the stem's max-pool
 	lastH, lastW            int // before the average pool
-	fcBias                  cudnn.TensorDesc
 	relu, identity          cudnn.ActivationDesc
-	maxPool, avgPool        cudnn.PoolingDesc
+	maxPool                 cudnn.PoolingDesc
 	dataType                cudnn.DataType // of activations and convolution parameters
 	format                  cudnn.Format   // of activations and convolution weights
 	elem                    int            // bytes per activation value
@@ -206,9 +205,6 @@ func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv
 	n.lastH, n.lastW = h, w
 	n.fcW, n.fcB = n.add(f.FC.Weight, false), n.add(f.FC.Bias, false)
 	dnn := n.dnn
-	if n.fcBias, err = dnn.NewTensor4d(cudnn.NCHW, cudnn.Float, 1, n.classes, 1, 1); err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
 	if n.relu, err = dnn.NewActivation(cudnn.ActivationReLU, cudnn.NotPropagateNaN); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
@@ -216,9 +212,6 @@ func (n *network) build(f *resnet.Folded, h, w int, conv func(*resnet.FoldedConv
 		return fmt.Errorf("cuda: %w", err)
 	}
 	if n.maxPool, err = dnn.NewPooling2d(cudnn.PoolingMax, 3, 3, 1, 1, 2, 2); err != nil {
-		return fmt.Errorf("cuda: %w", err)
-	}
-	if n.avgPool, err = dnn.NewPooling2d(cudnn.PoolingAverageIncludePadding, h, w, 0, 0, h, w); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
@@ -237,11 +230,8 @@ func (n *network) destroy() {
 		l.bias.Destroy()
 	}
 	n.convs = nil
-	n.fcBias.Destroy()
 	n.relu.Destroy()
 	n.identity.Destroy()
 	n.maxPool.Destroy()
-	n.avgPool.Destroy()
-	n.fcBias, n.relu, n.identity = cudnn.TensorDesc{}, cudnn.ActivationDesc{}, cudnn.ActivationDesc{}
-	n.maxPool, n.avgPool = cudnn.PoolingDesc{}, cudnn.PoolingDesc{}
+	n.relu, n.identity, n.maxPool = cudnn.ActivationDesc{}, cudnn.ActivationDesc{}, cudnn.PoolingDesc{}
 }

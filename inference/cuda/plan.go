@@ -16,13 +16,11 @@ import (
 // plan is everything a forward pass of n images needs besides buffers: tensor
 // descriptors and the chosen algorithm of every convolution.
 type plan struct {
-	n                              int
-	convs                          []convPlan // as network.convs
-	stemOut, poolOut, last, gapOut cudnn.TensorDesc
-	input                          cudnn.TensorDesc // the float NCHW input, when network.transform
-	featF                          cudnn.TensorDesc // float features, for half-precision networks
-	logits                         cudnn.TensorDesc
-	ws                             uintptr // the most workspace any convolution needs
+	n                int
+	convs            []convPlan // as network.convs
+	stemOut, poolOut cudnn.TensorDesc
+	input            cudnn.TensorDesc // the float NCHW input, when network.transform
+	ws               uintptr          // the most workspace any convolution needs
 }
 
 // convPlan is one convolution of a plan.
@@ -54,7 +52,7 @@ func (p *plan) destroy() {
 		c.conv.Destroy()
 	}
 	p.convs = nil
-	for _, d := range []cudnn.TensorDesc{p.stemOut, p.poolOut, p.last, p.gapOut, p.input, p.featF, p.logits} {
+	for _, d := range []cudnn.TensorDesc{p.stemOut, p.poolOut, p.input} {
 		d.Destroy()
 	}
 }
@@ -135,22 +133,8 @@ func (pl *planner) newPlan(n int, choose chooser) (*plan, error) {
 	if p.poolOut, err = t4(stem.out, net.poolH, net.poolW); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if p.last, err = t4(net.feat, net.lastH, net.lastW); err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if p.gapOut, err = t4(net.feat, 1, 1); err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if p.logits, err = f4(net.classes, 1, 1); err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
 	if net.transform {
 		if p.input, err = f4(3, pl.opts.Height, pl.opts.Width); err != nil {
-			return nil, fmt.Errorf("cuda: %w", err)
-		}
-	}
-	if net.elem != 4 {
-		if p.featF, err = f4(net.feat, 1, 1); err != nil {
 			return nil, fmt.Errorf("cuda: %w", err)
 		}
 	}

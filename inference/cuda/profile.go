@@ -234,9 +234,7 @@ func (w *worker) markLayer(name, call string) error {
 		shape = fmt.Sprintf("%dx%dx%d -> %dx%dx%d", net.convs[0].out, net.convs[0].outH, net.convs[0].outW, net.convs[0].out, net.poolH, net.poolW)
 	case "average pool":
 		shape = fmt.Sprintf("%dx%dx%d -> %d", net.feat, net.lastH, net.lastW, net.feat)
-	case "feature conversion":
-		shape = fmt.Sprint(net.feat)
-	case "classifier", "classifier bias":
+	case "classifier":
 		shape = fmt.Sprintf("%d -> %d", net.feat, net.classes)
 	}
 	return w.mark(name, shape, call)

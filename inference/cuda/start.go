@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cublas"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 )
 
@@ -34,7 +33,7 @@ var started struct {
 }
 
 // Start begins, on a goroutine, what Open would do first and needs no model:
-// it initialises the driver, loads cuDNN and cuBLAS and retains the primary
+// it initialises the driver, loads cuDNN and retains the primary
 // context of every device in opts.Devices (device 0 when empty). The next
 // Open takes over those contexts. While an earlier Start's work is waiting
 // for its Open, Start does nothing (its stop too).
@@ -75,8 +74,7 @@ func (e *early) run(ordinals []int) {
 					return err
 				}
 				dnn.Preload()
-				_, err = cublas.Load()
-				return err
+				return nil
 			})
 		},
 		func() error {

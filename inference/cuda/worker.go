@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cublas"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 )
@@ -26,20 +25,17 @@ type worker struct {
 	in, comp, out cudadrv.Stream // the same stream in the Serial pipeline
 	overlap       bool
 	dnn           cudnn.Handle
-	blas          cublas.Handle
 
 	x      uintptr    // the input converted to the network's layout and type (network.transform)
 	stem   uintptr    // stem output, MaxBatch images
 	act    [4]uintptr // block activations, MaxBatch images each
-	feat   uintptr    // average-pool output
-	featF  uintptr    // the same in float32, for half-precision networks
+	feat   uintptr    // average-pool output, float32 whatever the precision
 	ws     uintptr
 	wsSize uintptr
 
-	slots  []slot
-	blasWS uintptr                        // cuBLAS workspace, so that captured GEMMs allocate nothing
-	fused  map[cudnn.FusedConv]*fusedExec // backend-API plans of graph convolutions (convgraph.go)
-	mem    []uintptr                      // device allocations to free
+	slots []slot
+	fused map[cudnn.FusedConv]*fusedExec // backend-API plans of graph convolutions (convgraph.go)
+	mem   []uintptr                      // device allocations to free
 
 	graphs []map[captureKey]cudadrv.Exec // per slot: the captured forward passes (Options.Graphs)
 	prof   *profiler                     // set while profileForward runs: forward marks its steps
@@ -132,8 +128,8 @@ func (w *worker) alloc(bytes int) (uintptr, error) {
 }
 
 // init makes the worker's streams, library handles, device buffers, events
-// and page-locked host buffers, timing the cuDNN handle, the cuBLAS handle,
-// the device buffers and the host buffers as sub-steps of init.
+// and page-locked host buffers, timing the cuDNN handle, the device buffers
+// and the host buffers as sub-steps of init.
 func (w *worker) init() error {
 	err := w.e.clock.timeWhat("init.cudnn-handles", w.what(), func() error {
 		if err := w.makeStreams(); err != nil {
@@ -146,9 +142,6 @@ func (w *worker) init() error {
 		return w.dnn.SetStream(w.comp.Pointer())
 	})
 	if err != nil {
-		return err
-	}
-	if err := w.e.clock.timeWhat("init.cublas-handles", w.what(), w.makeBLAS); err != nil {
 		return err
 	}
 	if err := w.e.clock.timeWhat("init.buffers", w.what(), w.makeBuffers); err != nil {
@@ -182,22 +175,10 @@ func (w *worker) makeStreams() error {
 	return nil
 }
 
-// makeBLAS makes the cuBLAS handle, on the compute stream.
-func (w *worker) makeBLAS() (err error) {
-	w.blas, err = w.e.newBLAS(w.comp)
-	return err
-}
-
 // makeBuffers allocates the device buffers and the slots' events.
 func (w *worker) makeBuffers() error {
 	o, net := w.e.opts, w.e.net
 	var err error
-	if w.blasWS, err = w.alloc(blasWorkspace); err != nil {
-		return err
-	}
-	if err := w.blas.SetWorkspace(w.blasWS, blasWorkspace); err != nil {
-		return err
-	}
 	b, el := o.MaxBatch, net.elem
 	per := 3 * o.Height * o.Width
 	if net.transform {
@@ -213,14 +194,8 @@ func (w *worker) makeBuffers() error {
 			return err
 		}
 	}
-	if w.feat, err = w.alloc(el * b * net.feat); err != nil {
+	if w.feat, err = w.alloc(4 * b * net.feat); err != nil {
 		return err
-	}
-	w.featF = w.feat
-	if el != 4 {
-		if w.featF, err = w.alloc(4 * b * net.feat); err != nil {
-			return err
-		}
 	}
 	w.slots = make([]slot, o.Slots)
 	for i := range w.slots {
@@ -268,9 +243,6 @@ func (w *worker) pinSlot(i int) error {
 	s.out, err = hostFloats(o.MaxBatch * w.e.net.classes)
 	return err
 }
-
-// blasWorkspace is the cuBLAS workspace of a worker in bytes.
-const blasWorkspace = 32 << 20
 
 // capture records the forward pass of every prepared batch size for every slot
 // and both input types (float32, uint8) into a CUDA graph, and uploads each
@@ -389,7 +361,7 @@ func (w *worker) close() error {
 			f.destroy()
 		}
 		w.fused = nil
-		errs = append(errs, w.dnn.Destroy(), w.blas.Destroy())
+		errs = append(errs, w.dnn.Destroy())
 		if !w.comp.IsZero() {
 			errs = append(errs, w.comp.Destroy())
 		}
@@ -696,33 +668,17 @@ func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 		}
 		cur = o
 	}
-	if err := h.Pool(net.avgPool, 1, p.last, w.act[cur], 0, p.gapOut, w.feat); err != nil {
+	head := w.dev.head
+	if err := head.pool(w.comp, net, w.act[cur], w.feat, p.n); err != nil {
 		return fmt.Errorf("average pool: %w", err)
 	}
-	if err := w.markLayer("average pool", "cudnnPoolingForward average"); err != nil {
+	if err := w.markLayer("average pool", head.gapK); err != nil {
 		return err
 	}
-	if w.featF != w.feat {
-		if err := h.Transform(1, p.gapOut, w.feat, 0, p.featF, w.featF); err != nil {
-			return fmt.Errorf("feature conversion: %w", err)
-		}
-		if err := w.markLayer("feature conversion", "cudnnTransformTensor half -> float"); err != nil {
-			return err
-		}
-	}
-	if err := classify(w.blas, net, w.dev, p.n, w.featF, out); err != nil {
+	if err := head.classify(w.comp, net, w.dev, w.feat, out, p.n); err != nil {
 		return fmt.Errorf("classifier: %w", err)
 	}
-	if err := w.markLayer("classifier", "cublasSgemm"); err != nil {
-		return err
-	}
-	if err := h.AddTensor(1, net.fcBias, w.dev.param(net.fcB), 1, p.logits, out); err != nil {
-		return fmt.Errorf("classifier bias: %w", err)
-	}
-	if err := w.markLayer("classifier bias", "cudnnAddTensor"); err != nil {
-		return err
-	}
-	return nil
+	return w.markLayer("classifier", head.fcKernel(p.n, net.feat, net.classes).name)
 }
 
 // wrap adds context to a worker error and marks it with backend.ErrDeviceLost

@@ -385,7 +385,7 @@ func NewStream() (Stream, error) {
 	return Stream{s}, nil
 }
 
-// Pointer is the raw CUstream, for libraries that take one (cuDNN, cuBLAS).
+// Pointer is the raw CUstream, for libraries that take one (cuDNN).
 func (s Stream) Pointer() unsafe.Pointer { return unsafe.Pointer(s.s) }
 
 // IsZero reports whether s is the zero Stream (none made).

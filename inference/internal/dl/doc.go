@@ -1,5 +1,5 @@
 // Package dl loads shared libraries at run time (dlopen) and resolves their
-// symbols, so that GPU libraries such as cuDNN and cuBLAS need not be present
+// symbols, so that GPU libraries such as cuDNN need not be present
 // when the program is built.
 //
 // It is only functional in builds with the cuda tag on linux with cgo; elsewhere
