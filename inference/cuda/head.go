@@ -12,13 +12,13 @@ import (
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
 )
 
-//go:generate nvcc -arch=compute_80 -ptx -o head.ptx kernels/head.cu
+//go:generate nvcc -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80 -o head.fatbin kernels/head.cu
 
-// headPTX is the classifier head's kernels of kernels/head.cu, compiled for
-// compute capability 8.0 and later.
+// headImage is the classifier head's kernels of kernels/head.cu, a fat binary
+// like normalizeImage.
 //
-//go:embed head.ptx
-var headPTX []byte
+//go:embed head.fatbin
+var headImage []byte
 
 // gapThreads is the threads per block of the average pool (a thread per
 // image and channel).
@@ -35,9 +35,26 @@ type headKernels struct {
 	mod  cudadrv.Module
 	gap  cudadrv.Function // gap_<layout>_<type> of the network
 	gapK string
-	rows cudadrv.Function // fc_rows: a warp per class, for a few images
-	// small and large tiles of images x classes for more images
-	tile16, tile32 cudadrv.Function
+	fc   [len(fcShapes)]cudadrv.Function
+}
+
+// fcShape is a fully connected kernel: fc_rows (ti 0), a warp per class, or
+// fc_tile_<ti>x<tj>, a block per tile of ti images x tj classes.
+type fcShape struct {
+	name            string
+	ti, tj, threads int
+}
+
+// fcShapes are the fully connected kernels, as fcKernel picks them.
+var fcShapes = [...]fcShape{{"fc_rows", 0, 4, 128}, {"fc_tile_16x32", 16, 32, 32}, {"fc_tile_32x64", 32, 64, 128}}
+
+// blocks is the grid of a launch for n images of classes classes.
+func (s fcShape) blocks(n, classes int) int {
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	if s.ti == 0 {
+		return ceil(classes, s.tj)
+	}
+	return ceil(n, s.ti) * ceil(classes, s.tj)
 }
 
 // gapKernel names the average pool kernel for net's activations.
@@ -54,6 +71,9 @@ func gapKernel(net *network) string {
 
 // loadHeadKernels loads the head's module for net into the current context.
 func loadHeadKernels(net *network) (k *headKernels, err error) {
+	if net.feat%4 != 0 {
+		return nil, fmt.Errorf("cuda: the classifier head needs a multiple of 4 features, not %d", net.feat)
+	}
 	k = &headKernels{gapK: gapKernel(net)}
 	defer func() {
 		if err != nil {
@@ -61,14 +81,14 @@ func loadHeadKernels(net *network) (k *headKernels, err error) {
 			k = nil
 		}
 	}()
-	if k.mod, err = cudadrv.LoadModule(headPTX); err != nil {
+	if k.mod, err = cudadrv.LoadModule(headImage); err != nil {
 		return k, err
 	}
-	for _, f := range []struct {
-		fn   *cudadrv.Function
-		name string
-	}{{&k.gap, k.gapK}, {&k.rows, "fc_rows"}, {&k.tile16, "fc_tile_16x32"}, {&k.tile32, "fc_tile_32x64"}} {
-		if *f.fn, err = k.mod.Function(f.name); err != nil {
+	if k.gap, err = k.mod.Function(k.gapK); err != nil {
+		return k, err
+	}
+	for i, sh := range fcShapes {
+		if k.fc[i], err = k.mod.Function(sh.name); err != nil {
 			return k, err
 		}
 	}
@@ -98,32 +118,29 @@ func (k *headKernels) pool(s cudadrv.Stream, net *network, x, feat uintptr, n in
 	return k.gap.Launch(s, (t+gapThreads-1)/gapThreads, gapThreads, 0, b)
 }
 
-// fcLaunch is a fully connected kernel and its launch shape.
-type fcLaunch struct {
-	fn              cudadrv.Function
-	name            string
-	blocks, threads int
-}
-
-// fcKernel picks the fully connected kernel for n images of f features and
-// classes classes: fc_rows up to 4 images (when f is a multiple of 32 up to
-// 1024, as its lanes hold the weights of a class), tiles of 16 images x 32
+// fcKernel picks the fully connected kernel (an index of fcShapes) for n
+// images of f features: fc_rows up to 4 images (when f is a multiple of 32 up
+// to 1024, as its lanes hold the weights of a class), tiles of 16 images x 32
 // classes up to 96, of 32 x 64 beyond.
-func (k *headKernels) fcKernel(n, f, classes int) fcLaunch {
-	ceil := func(a, b int) int { return (a + b - 1) / b }
+func fcKernel(n, f int) int {
 	switch {
 	case n <= 4 && f%32 == 0 && f <= 1024:
-		return fcLaunch{k.rows, "fc_rows", ceil(classes, 4), 128}
+		return 0
 	case n <= 96:
-		return fcLaunch{k.tile16, "fc_tile_16x32", ceil(n, 16) * ceil(classes, 32), 32}
+		return 1
 	}
-	return fcLaunch{k.tile32, "fc_tile_32x64", ceil(n, 32) * ceil(classes, 64), 128}
+	return 2
 }
 
 // classify enqueues on s the logits of n images (images x classes, float, at
 // out) from their float features at feat and d's classifier weight and bias.
 func (k *headKernels) classify(s cudadrv.Stream, net *network, d *device, feat, out uintptr, n int) error {
-	l := k.fcKernel(n, net.feat, net.classes)
+	return k.launchFC(s, fcKernel(n, net.feat), net, d, feat, out, n)
+}
+
+// launchFC enqueues fully connected kernel i (of fcShapes) on s: classify's
+// choice, or a test's.
+func (k *headKernels) launchFC(s cudadrv.Stream, i int, net *network, d *device, feat, out uintptr, n int) error {
 	b := make([]byte, 0, 44)
 	for _, p := range []uintptr{feat, d.param(net.fcW), d.param(net.fcB), out} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(p))
@@ -131,5 +148,6 @@ func (k *headKernels) classify(s cudadrv.Stream, net *network, d *device, feat, 
 	for _, v := range []int{n, net.feat, net.classes} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
-	return l.fn.Launch(s, l.blocks, l.threads, 0, b)
+	sh := fcShapes[i]
+	return k.fc[i].Launch(s, sh.blocks(n, net.classes), sh.threads, 0, b)
 }

@@ -678,7 +678,7 @@ func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 	if err := head.classify(w.comp, net, w.dev, w.feat, out, p.n); err != nil {
 		return fmt.Errorf("classifier: %w", err)
 	}
-	return w.markLayer("classifier", head.fcKernel(p.n, net.feat, net.classes).name)
+	return w.markLayer("classifier", fcShapes[fcKernel(p.n, net.feat)].name)
 }
 
 // wrap adds context to a worker error and marks it with backend.ErrDeviceLost

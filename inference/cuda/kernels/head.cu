@@ -1,7 +1,7 @@
 // Classifier head kernels of the cuda back-end: the global average pool of
 // the last stage's activations, then the fully connected layer with its bias,
-// both in float32 arithmetic. Compiled to PTX by go generate (see ../head.go)
-// and loaded with the input conversion kernels.
+// both in float32 arithmetic. Compiled to a fat binary by go generate (see
+// ../head.go) and loaded with the input conversion kernels.
 //
 // gap_<layout>_<type> averages each channel of each image over its plane:
 // feat[i*c + ch] = (sum over p of x[image i, channel ch, pixel p]) / plane,
@@ -66,50 +66,72 @@ extern "C" __global__ void __launch_bounds__(128) fc_rows(const float *feat, con
 	}
 }
 
+// fc_tile: a block of THREADS = TI*TJ/16 threads computes TI images x TJ
+// classes, thread t the 4 images 4*(t / (TJ/4)) + 0..3 and the 4 classes
+// 4*(t % (TJ/4)) + 0..3 of the tile. The k dimension goes through shared
+// memory TK at a time, each thread loading its part of the next chunk into
+// registers (float4s along k) while it computes the current one. Needs f a
+// multiple of 4.
 #define TK 32
 template <int TI, int TJ>
 __device__ __forceinline__ void fc_tile(const float *feat, const float *w, const float *bias, float *out, int n, int f, int classes) {
-	const int threads = (TI / 4) * (TJ / 4);
-	__shared__ float a[TK][TI + 1]; // feat tile, k by image
-	__shared__ float b[TK][TJ + 1]; // weight tile, k by class
-	int tiles = (classes + TJ - 1) / TJ; // class tiles; the grid is image tiles x class tiles
+	const int threads = TI * TJ / 16;
+	const int la = TI * TK / 4 / threads, lb = TJ * TK / 4 / threads; // float4 loads per thread per chunk
+	__shared__ __align__(16) float a[TK][TI + 4]; // feat chunk, k by image
+	__shared__ __align__(16) float b[TK][TJ + 4]; // weight chunk, k by class
+	int tiles = (classes + TJ - 1) / TJ;          // class tiles; the grid is image tiles x class tiles
 	int i0 = (blockIdx.x / tiles) * TI, j0 = (blockIdx.x % tiles) * TJ;
-	int tx = threadIdx.x % (TJ / 4), ty = threadIdx.x / (TJ / 4);
+	int t = threadIdx.x, tx = t % (TJ / 4), ty = t / (TJ / 4);
+	float4 ra[la], rb[lb];
+	// Element e of a chunk's float4s: row e / (TK/4) of the tile, k offset 4 * (e % (TK/4)).
+	auto fetch = [&](int k0) {
+#pragma unroll
+		for (int m = 0; m < la; m++) {
+			int e = t + threads * m, i = i0 + e / (TK / 4), k = k0 + 4 * (e % (TK / 4));
+			ra[m] = i < n && k < f ? *(const float4 *)(feat + (size_t)i * f + k) : make_float4(0, 0, 0, 0);
+		}
+#pragma unroll
+		for (int m = 0; m < lb; m++) {
+			int e = t + threads * m, j = j0 + e / (TK / 4), k = k0 + 4 * (e % (TK / 4));
+			rb[m] = j < classes && k < f ? *(const float4 *)(w + (size_t)j * f + k) : make_float4(0, 0, 0, 0);
+		}
+	};
 	float acc[4][4];
 #pragma unroll
 	for (int r = 0; r < 4; r++)
 #pragma unroll
 		for (int q = 0; q < 4; q++) acc[r][q] = 0.0f;
+	fetch(0);
 	for (int k0 = 0; k0 < f; k0 += TK) {
-		for (int e = threadIdx.x; e < TI * TK; e += threads) {
-			int ii = e / TK, kk = e % TK, i = i0 + ii, k = k0 + kk;
-			a[kk][ii] = i < n && k < f ? feat[(size_t)i * f + k] : 0.0f;
+#pragma unroll
+		for (int m = 0; m < la; m++) {
+			int e = t + threads * m, ii = e / (TK / 4), kk = 4 * (e % (TK / 4));
+			a[kk][ii] = ra[m].x, a[kk + 1][ii] = ra[m].y, a[kk + 2][ii] = ra[m].z, a[kk + 3][ii] = ra[m].w;
 		}
-		for (int e = threadIdx.x; e < TJ * TK; e += threads) {
-			int jj = e / TK, kk = e % TK, j = j0 + jj, k = k0 + kk;
-			b[kk][jj] = j < classes && k < f ? w[(size_t)j * f + k] : 0.0f;
+#pragma unroll
+		for (int m = 0; m < lb; m++) {
+			int e = t + threads * m, jj = e / (TK / 4), kk = 4 * (e % (TK / 4));
+			b[kk][jj] = rb[m].x, b[kk + 1][jj] = rb[m].y, b[kk + 2][jj] = rb[m].z, b[kk + 3][jj] = rb[m].w;
 		}
 		__syncthreads();
-#pragma unroll 8
+		if (k0 + TK < f) fetch(k0 + TK);
+#pragma unroll
 		for (int kk = 0; kk < TK; kk++) {
-			float av[4], bv[4];
-#pragma unroll
-			for (int r = 0; r < 4; r++) av[r] = a[kk][ty + (TI / 4) * r];
-#pragma unroll
-			for (int q = 0; q < 4; q++) bv[q] = b[kk][tx + (TJ / 4) * q];
+			float4 av = *(const float4 *)&a[kk][4 * ty], bv = *(const float4 *)&b[kk][4 * tx];
+			float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
 #pragma unroll
 			for (int r = 0; r < 4; r++)
 #pragma unroll
-				for (int q = 0; q < 4; q++) acc[r][q] = fmaf(av[r], bv[q], acc[r][q]);
+				for (int q = 0; q < 4; q++) acc[r][q] = fmaf(ar[r], br[q], acc[r][q]);
 		}
 		__syncthreads();
 	}
 #pragma unroll
 	for (int r = 0; r < 4; r++) {
-		int i = i0 + ty + (TI / 4) * r;
+		int i = i0 + 4 * ty + r;
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
-			int j = j0 + tx + (TJ / 4) * q;
+			int j = j0 + 4 * tx + q;
 			if (i < n && j < classes) out[(size_t)i * classes + j] = acc[r][q] + bias[j];
 		}
 	}

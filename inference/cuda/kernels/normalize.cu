@@ -1,7 +1,7 @@
 // Input conversion kernels of the cuda back-end: the request's NCHW images
 // (uint8 bytes or float32 values, 3 channels) to the network's input tensor:
 // the image in NHWC or NCHW, or its space-to-depth form for the s2d stem.
-// Compiled to PTX by go generate (see ../normalize.go); the PTX is embedded in
+// Compiled to a fat binary by go generate (see ../normalize.go), embedded in
 // the Go package and loaded with cuModuleLoadData.
 //
 // Every thread converts output pixels i, i + the grid's threads, ... (a
