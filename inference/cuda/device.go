@@ -113,8 +113,13 @@ func (d *device) load(net *network, o backend.Options, clock *stopwatch) error {
 			if d.kernels, err = loadInputKernels(net, o.Normalization, o.Height, o.Width); err != nil {
 				return err
 			}
-			d.head, err = loadHeadKernels(net)
-			return err
+			if d.head, err = loadHeadKernels(net); err != nil {
+				return err
+			}
+			// The weights and the table went up with cuMemcpyHtoD from
+			// pageable memory, which may return before the device has them;
+			// the workers' streams do not wait for the default stream.
+			return cudadrv.Synchronize()
 		})
 	})
 }

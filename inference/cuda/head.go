@@ -71,9 +71,6 @@ func gapKernel(net *network) string {
 
 // loadHeadKernels loads the head's module for net into the current context.
 func loadHeadKernels(net *network) (k *headKernels, err error) {
-	if net.feat%4 != 0 {
-		return nil, fmt.Errorf("cuda: the classifier head needs a multiple of 4 features, not %d", net.feat)
-	}
 	k = &headKernels{gapK: gapKernel(net)}
 	defer func() {
 		if err != nil {

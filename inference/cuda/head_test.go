@@ -61,7 +61,9 @@ func TestHeadKernels(t *testing.T) {
 				}
 				feat := make([]float32, n*net.feat)
 				require.NoError(t, withContext(w.dev, func() error {
-					if err := cudadrv.MemcpyHtoD(w.act[0], unsafe.Pointer(&dev[0]), len(dev)); err != nil {
+					// On the worker's stream: a plain copy from pageable memory
+					// may return before the device has the data.
+					if err := cudadrv.MemcpyHtoDAsync(w.act[0], unsafe.Pointer(&dev[0]), len(dev), w.comp); err != nil {
 						return err
 					}
 					if err := k.pool(w.comp, net, w.act[0], w.feat, n); err != nil {
@@ -119,7 +121,7 @@ func runFC(t *testing.T, w *worker, k *headKernels, i int, feat []float32, n int
 	net := w.e.net
 	out := make([]float32, n*net.classes)
 	require.NoError(t, withContext(w.dev, func() error {
-		if err := cudadrv.MemcpyHtoD(w.feat, unsafe.Pointer(&feat[0]), 4*n*net.feat); err != nil {
+		if err := cudadrv.MemcpyHtoDAsync(w.feat, unsafe.Pointer(&feat[0]), 4*n*net.feat, w.comp); err != nil {
 			return err
 		}
 		if err := k.launchFC(w.comp, i, net, w.dev, w.feat, w.slots[0].outDev, n); err != nil {

@@ -70,8 +70,8 @@ extern "C" __global__ void __launch_bounds__(128) fc_rows(const float *feat, con
 // classes, thread t the 4 images 4*(t / (TJ/4)) + 0..3 and the 4 classes
 // 4*(t % (TJ/4)) + 0..3 of the tile. The k dimension goes through shared
 // memory TK at a time, each thread loading its part of the next chunk into
-// registers (float4s along k) while it computes the current one. Needs f a
-// multiple of 4.
+// registers (float4s along k, read as one load when f is a multiple of 4)
+// while it computes the current one.
 #define TK 32
 template <int TI, int TJ>
 __device__ __forceinline__ void fc_tile(const float *feat, const float *w, const float *bias, float *out, int n, int f, int classes) {
@@ -83,17 +83,23 @@ __device__ __forceinline__ void fc_tile(const float *feat, const float *w, const
 	int i0 = (blockIdx.x / tiles) * TI, j0 = (blockIdx.x % tiles) * TJ;
 	int t = threadIdx.x, tx = t % (TJ / 4), ty = t / (TJ / 4);
 	float4 ra[la], rb[lb];
+	const bool vec = (f & 3) == 0; // rows of 16-byte multiples: float4 loads
+	// quad returns row[k .. k+3] of a row of f, zeros past its end.
+	auto quad = [&](const float *row, int k) {
+		if (vec && k < f) return *(const float4 *)(row + k);
+		return make_float4(k < f ? row[k] : 0.0f, k + 1 < f ? row[k + 1] : 0.0f, k + 2 < f ? row[k + 2] : 0.0f, k + 3 < f ? row[k + 3] : 0.0f);
+	};
 	// Element e of a chunk's float4s: row e / (TK/4) of the tile, k offset 4 * (e % (TK/4)).
 	auto fetch = [&](int k0) {
 #pragma unroll
 		for (int m = 0; m < la; m++) {
 			int e = t + threads * m, i = i0 + e / (TK / 4), k = k0 + 4 * (e % (TK / 4));
-			ra[m] = i < n && k < f ? *(const float4 *)(feat + (size_t)i * f + k) : make_float4(0, 0, 0, 0);
+			ra[m] = i < n ? quad(feat + (size_t)i * f, k) : make_float4(0, 0, 0, 0);
 		}
 #pragma unroll
 		for (int m = 0; m < lb; m++) {
 			int e = t + threads * m, j = j0 + e / (TK / 4), k = k0 + 4 * (e % (TK / 4));
-			rb[m] = j < classes && k < f ? *(const float4 *)(w + (size_t)j * f + k) : make_float4(0, 0, 0, 0);
+			rb[m] = j < classes ? quad(w + (size_t)j * f, k) : make_float4(0, 0, 0, 0);
 		}
 	};
 	float acc[4][4];

@@ -17,7 +17,7 @@ package cudadrv
 #define DRIVER(X) \
 	X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) \
 	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) \
-	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) \
+	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
 	X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuLaunchHostFunc) \
 	X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime) \
 	X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
@@ -68,6 +68,7 @@ static CUresult t_ctx_set(CUcontext c) { return CALL(cuCtxSetCurrent, c); }
 static CUresult t_stream_create(CUstream *s) { return CALL(cuStreamCreate, s, CU_STREAM_NON_BLOCKING); }
 static CUresult t_stream_destroy(CUstream s) { return CALL(cuStreamDestroy, s); }
 static CUresult t_stream_sync(CUstream s) { return CALL(cuStreamSynchronize, s); }
+static CUresult t_ctx_sync(void) { return CALL(cuCtxSynchronize); }
 static CUresult t_stream_wait(CUstream s, CUevent e) { return CALL(cuStreamWaitEvent, s, e, 0); }
 
 static CUresult t_event_create(CUevent *e) { return CALL(cuEventCreate, e, CU_EVENT_DEFAULT); }
@@ -396,6 +397,11 @@ func (s Stream) Destroy() error { return check(C.t_stream_destroy(s.s)) }
 
 // Synchronize blocks until the stream's work is done.
 func (s Stream) Synchronize() error { return check(C.t_stream_sync(s.s)) }
+
+// Synchronize waits until the current context has finished all its work,
+// the copies that cuMemcpyHtoD from pageable memory may leave in flight
+// after it returns among them.
+func Synchronize() error { return check(C.t_ctx_sync()) }
 
 // WaitEvent makes the stream's later work wait for e's latest record.
 func (s Stream) WaitEvent(e Event) error { return check(C.t_stream_wait(s.s, e.e)) }
