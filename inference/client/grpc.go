@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,7 +24,8 @@ type GRPCOptions struct {
 	// flow-control windows sized for batch-sized messages).
 	DialOptions []grpc.DialOption
 	// Conns is how many HTTP/2 connections Infer spreads its calls over,
-	// in turn; every other call uses the first. One connection has one
+	// each call on one with the fewest Infer calls in flight (ties in
+	// turn); every other call uses the first. One connection has one
 	// writer, which a few large requests in flight can keep busy. If Conns
 	// is 0, one connection is used.
 	Conns int
@@ -36,7 +36,11 @@ type GRPCOptions struct {
 type GRPCClient struct {
 	conns []*grpc.ClientConn
 	infer []v2pb.GRPCInferenceServiceClient // one per connection; other calls use the first
-	next  atomic.Uint64                     // Infer's turn
+	// busy picks Infer's connection: the least busy, not the next in turn.
+	// Taking turns, a call could land on a connection still sending a
+	// 192 MB request while another stood idle (calls end out of turn), and
+	// the two requests then shared one writer's frames.
+	busy *Balancer
 }
 
 // WriteBufferBytes is the size of a gRPC connection's write buffer: a
@@ -75,6 +79,7 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		c.conns = append(c.conns, conn)
 		c.infer = append(c.infer, v2pb.NewGRPCInferenceServiceClient(conn))
 	}
+	c.busy, _ = NewBalancer(len(c.infer))
 	return c, nil
 }
 
@@ -169,7 +174,12 @@ func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 		}
 		r.Outputs = append(r.Outputs, o)
 	}
-	resp, err := c.infer[(c.next.Add(1)-1)%uint64(len(c.infer))].ModelInfer(ctx, r)
+	conn, release := 0, func() {}
+	if len(c.infer) > 1 {
+		conn, release = c.busy.Acquire()
+	}
+	resp, err := c.infer[conn].ModelInfer(ctx, r)
+	release()
 	if err != nil {
 		return nil, grpcErr(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/grpc"
@@ -97,7 +99,7 @@ func (c inferCodec) unmarshalInfer(rd *mem.Reader, r *v2pb.ModelInferRequest) (e
 				rest, decoded = rest[:0], true
 			}
 			dst := c.destination(r, len(r.RawInputContents), int(n))
-			if _, err := io.ReadFull(rd, dst); err != nil {
+			if err := readInto(rd, dst); err != nil {
 				return err
 			}
 			if len(dst) > 0 && c.s.model.inputs.isLent(dst) {
@@ -132,6 +134,50 @@ func (c inferCodec) destination(r *v2pb.ModelInferRequest, k, n int) []byte {
 		return make([]byte, n)
 	}
 	return floatBytes(in.Data)
+}
+
+// parallelCopyBytes is the size from which readInto copies with several
+// goroutines. gRPC hands the codec a message only once all of it has arrived,
+// as one 16 KiB buffer per HTTP/2 data frame, long out of the cache for a
+// batch-sized tensor; one goroutine copying 192 MB of them leaves the
+// connection idle meanwhile.
+const parallelCopyBytes = 8 << 20
+
+// copyWorkers is how many goroutines readInto copies a large tensor with.
+var copyWorkers = min(runtime.GOMAXPROCS(0), 8)
+
+// readInto fills dst with the next len(dst) bytes of rd. From
+// parallelCopyBytes on, the bytes are split into copyWorkers runs of whole
+// buffers, each copied by a goroutine of its own.
+func readInto(rd *mem.Reader, dst []byte) error {
+	workers := min(copyWorkers, len(dst)/(parallelCopyBytes/4))
+	if len(dst) < parallelCopyBytes || workers < 2 {
+		_, err := io.ReadFull(rd, dst)
+		return err
+	}
+	segs, err := rd.Peek(len(dst), nil)
+	if err != nil {
+		return err
+	}
+	per := (len(dst) + workers - 1) / workers
+	var wg sync.WaitGroup
+	start, end, first := 0, 0, 0
+	for i, s := range segs {
+		end += len(s)
+		if end-start < per && i < len(segs)-1 {
+			continue
+		}
+		d, run := dst[start:end], segs[first:i+1]
+		wg.Go(func() {
+			for _, s := range run {
+				d = d[copy(d, s):]
+			}
+		})
+		start, first = end, i+1
+	}
+	wg.Wait()
+	_, err = rd.Discard(len(dst))
+	return err
 }
 
 func readUvarint(rd *mem.Reader) (uint64, error) {

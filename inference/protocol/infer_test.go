@@ -55,6 +55,20 @@ func TestLogitsOverEveryTransportEqualInProcessBitForBit(t *testing.T) {
 	}
 }
 
+// A request above the size from which the gRPC codec copies its raw input
+// with several goroutines (8 MiB) is answered as in process.
+func TestLargeRequestsEqualInProcessBitForBit(t *testing.T) {
+	const n = 704 // 704 x 3x32x32 FP32: 8.65 MB
+	f := newFixture(t, fixtureOpts{cfg: inference.Config{MaxBatch: n}})
+	images := randomImages(7, n)
+	want := f.inProcess(t, images)
+	for name, c := range map[string]client.Client{"grpc": f.grpcClient(t), "http-binary": f.httpClient(t, false)} {
+		resp, err := c.Infer(context.Background(), inferRequest(images))
+		require.NoError(t, err, name)
+		assert.Equal(t, bits(want), bits(logitsOf(t, resp)), "%s: logits differ from in-process", name)
+	}
+}
+
 func TestGRPCTypedContentsAreAnsweredTyped(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	images := randomImages(9, 2)

@@ -1,0 +1,83 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+
+	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+)
+
+// peerRecorder answers ModelInfer with an empty response once the request's
+// id is released (ids not held answer at once), noting the connection (the
+// client's address) each id came on.
+type peerRecorder struct {
+	v2pb.UnimplementedGRPCInferenceServiceServer
+	mu    sync.Mutex
+	peers map[string]string
+	held  map[string]chan struct{}
+	in    chan string // ids, as they arrive
+}
+
+func (p *peerRecorder) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	pr, _ := peer.FromContext(ctx)
+	p.mu.Lock()
+	p.peers[r.GetId()] = pr.Addr.String()
+	hold := p.held[r.GetId()]
+	p.mu.Unlock()
+	p.in <- r.GetId()
+	if hold != nil {
+		<-hold
+	}
+	return &v2pb.ModelInferResponse{ModelName: r.GetModelName(), Id: r.GetId()}, nil
+}
+
+// Infer takes the connection with the fewest calls in flight, not the next
+// in turn: a call that ends early frees its connection for the next one,
+// while the connection next in turn is still busy.
+func TestGRPCInferTakesTheLeastBusyConnection(t *testing.T) {
+	rec := &peerRecorder{peers: map[string]string{}, in: make(chan string, 8),
+		held: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	v2pb.RegisterGRPCInferenceServiceServer(gs, rec)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	call := func(id string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Infer(context.Background(), &client.InferRequest{Model: "m", ID: id,
+				Inputs: []client.Tensor{client.FP32("input", []int64{1, 1}, []float32{1})}})
+			done <- err
+		}()
+		return done
+	}
+	a := call("a")
+	require.Equal(t, "a", <-rec.in)
+	b := call("b")
+	require.Equal(t, "b", <-rec.in)
+	close(rec.held["b"])
+	require.NoError(t, <-b)
+	// In turn, c would go to a's connection, still busy.
+	require.NoError(t, <-call("c"))
+	<-rec.in
+	close(rec.held["a"])
+	require.NoError(t, <-a)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	assert.NotEqual(t, rec.peers["a"], rec.peers["b"], "a and b, both in flight, on one connection")
+	assert.Equal(t, rec.peers["b"], rec.peers["c"], "c not on the idle connection")
+}
