@@ -30,11 +30,11 @@ const gapThreads = 256
 // cuDNN's average pool, a conversion to float, cuBLAS's product and cuDNN's
 // bias addition: two launches instead of four, and no cuBLAS, whose one-time
 // set-up and kernel loading cost a start about 120 ms on an H200
-// (results/nvidia-h200/cold-start/).
+// (results/nvidia-h200/cold-start/head-kernels/).
 type headKernels struct {
 	mod  cudadrv.Module
-	gap  cudadrv.Function // gap_<layout>_<type> of the network
-	gapK string
+	gap  cudadrv.Function // the average pool for the network
+	gapK string           // its name, gap_<layout>_<type>
 	fc   [len(fcShapes)]cudadrv.Function
 }
 
