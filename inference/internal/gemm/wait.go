@@ -15,13 +15,18 @@ import (
 // thread joins a job, and again at every job. So a waiting goroutine first
 // spins, reading an atomic value, for up to spinFor, and only then parks; the
 // next job, or the end of the current one, is then seen within a fraction of
-// a microsecond. spinFor bounds what an idle engine burns after its last job.
-const spinFor = 200 * time.Microsecond
+// a microsecond. spinFor bounds what an idle engine burns after its last job;
+// it is longer than most waits of a thread that finished its part of a layer
+// before the others (on the H200 machine's host, with busy neighbours, 200 µs
+// was not: the workers parked some 9 times a pass at batch 1 on 16 threads).
+const spinFor = time.Millisecond
 
 // spinCheck is the number of spins between two looks at the clock and two
-// yields of the processor to other goroutines (runtime.Gosched, which returns
-// at once when there are none): a goroutine that spins does not keep others
-// off its thread for long.
+// yields: of the goroutine's thread to other goroutines (runtime.Gosched), and
+// of the CPU to other threads (osYield), which both return at once when no
+// one else is waiting. So a spinning goroutine does not keep other goroutines
+// off its thread, nor, when there are more threads than CPUs, the threads
+// with work off the CPUs, for more than a microsecond or so.
 const spinCheck = 256
 
 // The states of a sleeper.
@@ -53,6 +58,7 @@ func (s *sleeper) wait(ready func() bool) {
 				break
 			}
 			runtime.Gosched()
+			osYield()
 		}
 	}
 	s.state.Store(asleep)
