@@ -114,6 +114,7 @@ func TestMean(t *testing.T) {
 			{1, Layout{H: 1, W: 1, C: 5, Pitch: 16, Pad: 0}},
 			{3, Layout{H: 4, W: 3, C: 70, Pitch: 80, Pad: 1}},
 			{2, Layout{H: 8, W: 8, C: 512, Pitch: 512, Pad: 1}},
+			{1, Layout{H: 2, W: 3, C: 1100, Pitch: 1104, Pad: 1}}, // runs of 512 channels
 		} {
 			t.Run(fmt.Sprintf("threads=%d/n=%d/c=%d", ctx.Threads(), tc.n, tc.l.C), func(t *testing.T) {
 				x, xNCHW := randTensor(rng, tc.n, tc.l)

@@ -161,17 +161,21 @@ func (c *Context) Parallel(n, grain int, fn func(thread, lo, hi int)) error {
 func (c *Context) dispatch() error {
 	j := &c.job
 	j.next.Store(0)
-	workers := min(c.threads, j.tasks)
-	for i := 1; i < workers; i++ {
-		c.start[i-1] <- struct{}{}
+	threads := min(c.threads, j.tasks)
+	c.pending.Store(int32(threads - 1))
+	c.gen.Store((c.gen.Load()/jobShift+1)*jobShift + uint64(threads))
+	for _, w := range c.workers[:threads-1] {
+		w.wake()
 	}
 	old := fault.Catch() // the caller works too: see worker
 	p := c.work(0)
 	fault.Restore(old)
-	for i := 1; i < workers; i++ {
-		if q := <-c.done; q != nil && p == nil {
+	c.caller.wait(func() bool { return c.pending.Load() == 0 })
+	for i, q := range c.panics[1:threads] {
+		if q != nil && p == nil {
 			p = q
 		}
+		c.panics[i+1] = nil
 	}
 	if e, ok := p.(*fault.Error); ok {
 		return fmt.Errorf("gemm: %w", e)
@@ -215,14 +219,28 @@ func (j *job) plan(threads, mr, nr int) {
 	}
 }
 
-func (c *Context) worker(id int, start chan struct{}) {
+// worker is the loop of thread id, which waits on w: it waits for each job that needs it (see
+// wait.go), runs tasks until none is left, and counts itself out.
+func (c *Context) worker(id int, w *sleeper) {
 	defer c.wg.Done()
 	// Tasks may read memory the server does not own (a client's
 	// shared-memory region, read in place): a fault there is a panic that
 	// work returns, not the end of the process.
 	fault.Catch()
-	for range start {
-		c.done <- c.work(id)
+	var seen uint64 // New starts the workers before the first job
+	for {
+		w.wait(func() bool { return c.gen.Load() != seen })
+		seen = c.gen.Load()
+		if c.stop.Load() {
+			return
+		}
+		if int(seen%jobShift) <= id {
+			continue // a job of fewer threads
+		}
+		c.panics[id] = c.work(id)
+		if c.pending.Add(-1) == 0 {
+			c.caller.wake()
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // KernelEnv is the environment variable that selects the micro-kernel when
@@ -81,13 +82,25 @@ type Context struct {
 	kern    microKernel
 	bufs    []*buffers // one per thread; bufs[0] is the caller's
 
-	job     job
-	start   []chan struct{} // one per worker goroutine
-	done    chan any        // each worker sends nil or its panic value
+	job job
+	// gen announces a job to the workers: a count of jobs times jobShift
+	// plus the number of threads that run it (the caller and workers 1 to
+	// that number minus one), written by the caller alone. Workers past
+	// that number leave the job alone.
+	gen     atomic.Uint64
+	pending atomic.Int32 // workers still running the current job
+	stop    atomic.Bool  // set by Close before its last announcement
+	workers []*sleeper   // worker i waits on workers[i-1]
+	caller  *sleeper     // the caller waits on it for pending to reach 0
+	panics  []any        // by thread: the value of a panic in the current job
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
 }
+
+// jobShift is the factor of the job count in Context.gen: the low bits hold
+// the threads of the job.
+const jobShift = 1 << 20
 
 // New returns a Context with cfg's threads and kernel. The caller must Close it.
 func New(cfg Config) (*Context, error) {
@@ -106,15 +119,19 @@ func New(cfg Config) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{threads: threads, kern: kern, done: make(chan any, threads)}
+	if threads >= jobShift {
+		return nil, fmt.Errorf("gemm: Threads = %d, want fewer than %d", threads, jobShift)
+	}
+	c := &Context{threads: threads, kern: kern, caller: newSleeper(), panics: make([]any, threads)}
 	for i := 0; i < threads; i++ {
 		c.bufs = append(c.bufs, newBuffers(kern))
 	}
 	for i := 1; i < threads; i++ {
-		ch := make(chan struct{}, 1)
-		c.start = append(c.start, ch)
-		c.wg.Add(1)
-		go c.worker(i, ch)
+		c.workers = append(c.workers, newSleeper())
+	}
+	c.wg.Add(threads - 1)
+	for i, w := range c.workers {
+		go c.worker(i+1, w)
 	}
 	return c, nil
 }
@@ -133,8 +150,10 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
-	for _, ch := range c.start {
-		close(ch)
+	c.stop.Store(true)
+	c.gen.Add(jobShift) // a job of no threads: the workers see stop
+	for _, w := range c.workers {
+		w.wake()
 	}
 	c.wg.Wait()
 	return nil
