@@ -38,25 +38,6 @@ type headKernels struct {
 	fc   [len(fcShapes)]cudadrv.Function
 }
 
-// fcShape is a fully connected kernel: fc_rows (ti 0), a warp per class, or
-// fc_tile_<ti>x<tj>, a block per tile of ti images x tj classes.
-type fcShape struct {
-	name            string
-	ti, tj, threads int
-}
-
-// fcShapes are the fully connected kernels, as fcKernel picks them.
-var fcShapes = [...]fcShape{{"fc_rows", 0, 4, 128}, {"fc_tile_16x32", 16, 32, 32}, {"fc_tile_32x64", 32, 64, 128}}
-
-// blocks is the grid of a launch for n images of classes classes.
-func (s fcShape) blocks(n, classes int) int {
-	ceil := func(a, b int) int { return (a + b - 1) / b }
-	if s.ti == 0 {
-		return ceil(classes, s.tj)
-	}
-	return ceil(n, s.ti) * ceil(classes, s.tj)
-}
-
 // gapKernel names the average pool kernel for net's activations.
 func gapKernel(net *network) string {
 	layout, typ := "nchw", "f32"
@@ -113,20 +94,6 @@ func (k *headKernels) pool(s cudadrv.Stream, net *network, x, feat uintptr, n in
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	return k.gap.Launch(s, (t+gapThreads-1)/gapThreads, gapThreads, 0, b)
-}
-
-// fcKernel picks the fully connected kernel (an index of fcShapes) for n
-// images of f features: fc_rows up to 4 images (when f is a multiple of 32 up
-// to 1024, as its lanes hold the weights of a class), tiles of 16 images x 32
-// classes up to 96, of 32 x 64 beyond.
-func fcKernel(n, f int) int {
-	switch {
-	case n <= 4 && f%32 == 0 && f <= 1024:
-		return 0
-	case n <= 96:
-		return 1
-	}
-	return 2
 }
 
 // classify enqueues on s the logits of n images (images x classes, float, at
