@@ -182,11 +182,7 @@ func (e *engine) initialise() error {
 	ordinals := distinct(e.opts.Devices)
 	err := concurrently(
 		func() error {
-			var n int
-			err := e.clock.time("init.driver", func() (err error) {
-				n, err = deviceCount()
-				return err
-			})
+			n, err := countDevices(e.clock, "init.driver")
 			if err != nil {
 				return err
 			}
@@ -219,11 +215,8 @@ func (e *engine) initialise() error {
 		},
 		func() error {
 			err := e.clock.time("init.libraries", func() (err error) {
-				if e.dnn, err = cudnn.Load(); err != nil {
-					return fmt.Errorf("cuda: %w", err)
-				}
-				e.dnn.Preload()
-				return nil
+				e.dnn, err = loadDNN()
+				return err
 			})
 			if err != nil {
 				return err

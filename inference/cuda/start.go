@@ -69,20 +69,12 @@ func (e *early) run(ordinals []int) {
 	_ = concurrently(
 		func() error {
 			return e.clock.time("start.libraries", func() error {
-				dnn, err := cudnn.Load()
-				if err != nil {
-					return err
-				}
-				dnn.Preload()
-				return nil
+				_, err := loadDNN()
+				return err
 			})
 		},
 		func() error {
-			var n int
-			err := e.clock.time("start.driver", func() (err error) {
-				n, err = deviceCount()
-				return err
-			})
+			n, err := countDevices(e.clock, "start.driver")
 			if err != nil {
 				return err
 			}
@@ -108,6 +100,27 @@ func (e *early) run(ordinals []int) {
 			return nil
 		},
 	)
+}
+
+// countDevices initialises the driver (deviceCount), timed as sub-step name
+// of clock.
+func countDevices(clock *stopwatch, name string) (n int, err error) {
+	err = clock.time(name, func() (err error) {
+		n, err = deviceCount()
+		return err
+	})
+	return n, err
+}
+
+// loadDNN loads cuDNN (once per process) with the parts it would load on its
+// first convolution.
+func loadDNN() (*cudnn.Lib, error) {
+	dnn, err := cudnn.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	dnn.Preload()
+	return dnn, nil
 }
 
 // takeStarted waits for the early set-up of a Start, if one is waiting for
