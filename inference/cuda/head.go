@@ -88,7 +88,8 @@ func (k *headKernels) unload() error {
 // (images x net.feat).
 func (k *headKernels) pool(s cudadrv.Stream, net *network, x, feat uintptr, n int) error {
 	t := n * net.feat
-	b := binary.LittleEndian.AppendUint64(nil, uint64(x))
+	b := make([]byte, 0, 28) // two pointers, three ints
+	b = binary.LittleEndian.AppendUint64(b, uint64(x))
 	b = binary.LittleEndian.AppendUint64(b, uint64(feat))
 	for _, v := range []int{n, net.feat, net.lastH * net.lastW} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
