@@ -122,12 +122,12 @@ func New(cfg Config) (*Context, error) {
 	if threads >= jobShift {
 		return nil, fmt.Errorf("gemm: Threads = %d, want fewer than %d", threads, jobShift)
 	}
-	c := &Context{threads: threads, kern: kern, caller: newSleeper(), panics: make([]any, threads)}
+	c := &Context{threads: threads, kern: kern, caller: newSleeper(threads), panics: make([]any, threads)}
 	for i := 0; i < threads; i++ {
 		c.bufs = append(c.bufs, newBuffers(kern))
 	}
 	for i := 1; i < threads; i++ {
-		c.workers = append(c.workers, newSleeper())
+		c.workers = append(c.workers, newSleeper(threads))
 	}
 	c.wg.Add(threads - 1)
 	for i, w := range c.workers {

@@ -315,3 +315,39 @@ func BenchmarkParallel(b *testing.B) {
 		}
 	}
 }
+
+// TestYieldEvery checks that waiters give their P to other goroutines at
+// every look at the clock when a Context has more threads than Ps, or there
+// are more Ps than CPUs, and less often otherwise; and that a Context still
+// computes in every case.
+func TestYieldEvery(t *testing.T) {
+	old := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(old)
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		name           string
+		procs, threads int
+		want           int
+	}{
+		{"a P a CPU, a thread a P", cpus, cpus, goschedEvery},
+		{"fewer threads than Ps", cpus, 1, goschedEvery},
+		{"more threads than Ps", cpus, cpus + 1, 1},
+		{"more Ps than CPUs", cpus + 1, cpus + 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(tc.procs)
+			assert.Equal(t, tc.want, yieldEvery(tc.threads), "yieldEvery(%d) with GOMAXPROCS %d on %d CPUs", tc.threads, tc.procs, cpus)
+			c, err := New(Config{Threads: tc.threads})
+			require.NoError(t, err)
+			defer c.Close()
+			assert.Equal(t, tc.want, c.caller.every)
+			var sum atomic.Int64
+			require.NoError(t, c.Parallel(1000, 1, func(_, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					sum.Add(int64(i))
+				}
+			}))
+			assert.Equal(t, int64(999*1000/2), sum.Load())
+		})
+	}
+}
