@@ -380,3 +380,32 @@ func TestSIGTERMDrains(t *testing.T) {
 	}
 	t.Logf("drained %d requests and exited %v after SIGTERM", inflight, time.Since(start))
 }
+
+// TestServeWritesCPUProfile checks -cpuprofile: the file holds a pprof
+// profile (gzip-compressed protobuf) once the server has drained, and a path
+// that cannot be created stops the server before it serves, naming the flag.
+func TestServeWritesCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-cpuprofile", path)
+	gc, err := client.NewGRPC(s.grpc, client.GRPCOptions{})
+	require.NoError(t, err)
+	defer gc.Close()
+	live, err := gc.Live(context.Background())
+	require.NoError(t, err)
+	require.True(t, live)
+	err, _ = s.stop(t)
+	require.NoError(t, err, "exit status\n%s", s.logText())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2, "profile of %d bytes", len(b))
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzip stream")
+	assert.Contains(t, s.logText(), `"msg":"cpu profile written"`)
+
+	exe, _ := binaries(t)
+	out, err := exec.Command(exe, "serve", "-backend", "nop", "-model", "tiny", "-size", "32x32",
+		"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
+		"-cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof")).CombinedOutput()
+	require.Error(t, err, "serve with a -cpuprofile it cannot create:\n%s", out)
+	assert.Contains(t, string(out), "-cpuprofile")
+	assert.NotContains(t, string(out), `msg=serving`)
+}

@@ -31,7 +31,7 @@ type serveFlags struct {
 	shmMaxRegions                           int
 	shmMaxBytes                             int64
 	norm                                    protocol.Normalization
-	tracePath                               string
+	tracePath, cpuProfile                   string
 	logFormat                               string
 	gcPercent                               int
 	modelKind                               string
@@ -70,6 +70,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
 	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the serving, from the end of the warm-up to the end of the drain, to this file")
 	// The front door.
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name in URLs and requests")
 	fs.StringVar(&f.modelVersion, "model-version", "1", "the model's version")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -67,6 +68,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		lns.close()
+		srv.Close()
+		return err
+	}
 	httpSrv := &http.Server{
 		Handler:           svc.HTTPHandler(),
 		ReadHeaderTimeout: f.readHeaderTimeout,
@@ -111,6 +118,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	err = drain(f, log, svc, srv, httpSrv, grpcSrv, metricsSrv)
 	serving.Wait()
+	if perr := stopProfile(); perr != nil {
+		err = errors.Join(err, perr)
+	} else if f.cpuProfile != "" {
+		log.Info("cpu profile written", "file", f.cpuProfile)
+	}
 	if tr := cfg.Trace; tr != nil {
 		if werr := tr.WriteFile(f.tracePath); werr != nil {
 			err = errors.Join(err, werr)
@@ -264,4 +276,27 @@ func buildVersion() string {
 		}
 	}
 	return "dev"
+}
+
+// startCPUProfile starts writing a CPU profile to path and returns the
+// function that stops it and closes the file. An empty path profiles nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(file); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
