@@ -81,3 +81,41 @@ func TestGRPCInferTakesTheLeastBusyConnection(t *testing.T) {
 	assert.NotEqual(t, rec.peers["a"], rec.peers["b"], "a and b, both in flight, on one connection")
 	assert.Equal(t, rec.peers["b"], rec.peers["c"], "c not on the idle connection")
 }
+
+// InferOn sends on the connection asked for, even when every connection is
+// idle (where Infer would take the first), and refuses one out of range.
+func TestGRPCInferOnTakesTheConnectionAsked(t *testing.T) {
+	rec := &peerRecorder{peers: map[string]string{}, in: make(chan string, 8), held: map[string]chan struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	v2pb.RegisterGRPCInferenceServiceServer(gs, rec)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.Equal(t, 3, c.Conns())
+
+	req := func(id string) *client.InferRequest {
+		return &client.InferRequest{Model: "m", ID: id, Inputs: []client.Tensor{client.FP32("input", []int64{1, 1}, []float32{1})}}
+	}
+	ids := []string{"on0", "on1", "on2", "again0"}
+	for i, id := range ids {
+		resp, err := c.InferOn(context.Background(), i%3, req(id))
+		require.NoError(t, err)
+		assert.Equal(t, id, resp.ID)
+		<-rec.in
+	}
+	for _, conn := range []int{-1, 3} {
+		_, err := c.InferOn(context.Background(), conn, req("out"))
+		assert.ErrorContains(t, err, "of 3", "InferOn(%d)", conn)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	assert.NotEqual(t, rec.peers["on0"], rec.peers["on1"])
+	assert.NotEqual(t, rec.peers["on1"], rec.peers["on2"])
+	assert.NotEqual(t, rec.peers["on0"], rec.peers["on2"])
+	assert.Equal(t, rec.peers["on0"], rec.peers["again0"])
+}

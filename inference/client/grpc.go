@@ -152,8 +152,31 @@ func (c *GRPCClient) ModelMetadata(ctx context.Context, model, version string) (
 
 // Infer sends req with raw_input_contents (the inputs' bytes are not copied
 // before marshalling), or with shared-memory parameters for inputs that have
-// a Region.
+// a Region, on the connection with the fewest Infer calls in flight.
 func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	conn, release := 0, func() {}
+	if len(c.infer) > 1 {
+		conn, release = c.busy.Acquire()
+	}
+	defer release()
+	return c.inferOn(ctx, conn, req)
+}
+
+// Conns is the number of connections Infer spreads its calls over.
+func (c *GRPCClient) Conns() int { return len(c.infer) }
+
+// InferOn is Infer on connection conn (0 to Conns()-1), whatever is in flight
+// there: to warm every connection before measuring (the first large request
+// on a connection pays for its buffers and its TCP window's growth), or to
+// keep a stream of calls on one.
+func (c *GRPCClient) InferOn(ctx context.Context, conn int, req *InferRequest) (*InferResponse, error) {
+	if conn < 0 || conn >= len(c.infer) {
+		return nil, fmt.Errorf("client: connection %d of %d", conn, len(c.infer))
+	}
+	return c.inferOn(ctx, conn, req)
+}
+
+func (c *GRPCClient) inferOn(ctx context.Context, conn int, req *InferRequest) (*InferResponse, error) {
 	r := &v2pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
 	if req.TimeoutMicros > 0 {
 		r.Parameters = map[string]*v2pb.InferParameter{"timeout": {ParameterChoice: &v2pb.InferParameter_Int64Param{Int64Param: req.TimeoutMicros}}}
@@ -174,12 +197,7 @@ func (c *GRPCClient) Infer(ctx context.Context, req *InferRequest) (*InferRespon
 		}
 		r.Outputs = append(r.Outputs, o)
 	}
-	conn, release := 0, func() {}
-	if len(c.infer) > 1 {
-		conn, release = c.busy.Acquire()
-	}
 	resp, err := c.infer[conn].ModelInfer(ctx, r)
-	release()
 	if err != nil {
 		return nil, grpcErr(err)
 	}
