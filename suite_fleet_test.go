@@ -210,10 +210,7 @@ func (f *fleet) warmUp(ctx context.Context) error {
 		errs []error
 	)
 	for i, c := range f.clients {
-		n, pin := f.warmUpRequests(), false
-		if gc, ok := c.(*client.GRPCClient); ok {
-			n, pin = gc.Conns(), true
-		}
+		n, pin := f.warmUpOn(c)
 		for k := range n {
 			conn := -1 // the client picks
 			if pin {
@@ -230,6 +227,15 @@ func (f *fleet) warmUp(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// warmUpOn is how many requests warmUp sends at once to the server of
+// client c, and whether each goes on a gRPC connection of its own (pin).
+func (f *fleet) warmUpOn(c wireClient) (n int, pin bool) {
+	if gc, ok := c.(*client.GRPCClient); ok {
+		return gc.Conns(), true
+	}
+	return f.warmUpRequests(), false
 }
 
 // maxWarmUp bounds the warm-up requests sent to one server over HTTP (whose
@@ -423,10 +429,7 @@ func newSHMSet(ctx context.Context, f *fleet, in client.Tensor, cuda bool) (*shm
 	if err != nil {
 		return nil, err
 	}
-	slots := f.spec.outstanding
-	if slots < 1 {
-		slots = int(min(4096, max(1, shmOutputBudget/outBytes)))
-	}
+	slots := f.shmSlots(outBytes)
 	base := fmt.Sprintf("inferbench-suite-%d-%d", os.Getpid(), shmSeq.Add(1))
 	s := &shmSet{cuda: cuda, inName: base + "-in", outName: base + "-out", slots: slotPool{n: slots}}
 	if cuda {
@@ -454,6 +457,23 @@ func newSHMSet(ctx context.Context, f *fleet, in client.Tensor, cuda bool) (*shm
 		s.slots.free = append(s.slots.free, k)
 	}
 	return s, nil
+}
+
+// shmSlots is how many output slots a shared-memory fleet needs for outputs
+// of outBytes a request: one per request the load keeps in flight (or, when
+// it bounds none, as many as fit in shmOutputBudget), and at least one per
+// warm-up request, which are all in flight at once.
+func (f *fleet) shmSlots(outBytes int64) int {
+	slots := f.spec.outstanding
+	if slots < 1 {
+		slots = int(min(4096, max(1, shmOutputBudget/outBytes)))
+	}
+	warm := 0
+	for _, c := range f.clients {
+		n, _ := f.warmUpOn(c)
+		warm += n
+	}
+	return max(slots, warm)
 }
 
 // registerSystem makes the two POSIX shared-memory objects, writes the

@@ -127,3 +127,28 @@ func TestWarmUpRequests(t *testing.T) {
 		assert.Equal(t, tc.want, f.warmUpRequests(), tc.name)
 	}
 }
+
+// A shared-memory fleet has an output slot for each warm-up request, all in
+// flight at once, even when the load keeps fewer outstanding: no warm-up
+// request shares a slot.
+func TestSHMSlotsCoverTheWarmUp(t *testing.T) {
+	gc, err := client.NewGRPC("127.0.0.1:1", client.GRPCOptions{Conns: 4}) // connects on its first call: never here
+	require.NoError(t, err)
+	t.Cleanup(func() { gc.Close() })
+	hc, err := client.NewHTTP("http://127.0.0.1:1", client.HTTPOptions{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name     string
+		f        fleet
+		outBytes int64
+		want     int
+	}{
+		{"grpc, one outstanding, 4 connections", fleet{spec: wireSpec{transport: "grpc", servers: 1, outstanding: 1}, clients: []wireClient{gc}}, 4000, 4},
+		{"grpc, 8 outstanding, 4 connections", fleet{spec: wireSpec{transport: "grpc", servers: 1, outstanding: 8}, clients: []wireClient{gc}}, 4000, 8},
+		{"grpc, two servers", fleet{spec: wireSpec{transport: "grpc", servers: 2, outstanding: 2}, clients: []wireClient{gc, gc}}, 4000, 8},
+		{"http, closed", fleet{spec: wireSpec{transport: "http", servers: 1, outstanding: 3}, clients: []wireClient{hc}}, 4000, 3},
+		{"http, burst", fleet{spec: wireSpec{transport: "http", servers: 1}, clients: []wireClient{hc}}, shmOutputBudget / 2, 2},
+	} {
+		assert.Equal(t, tc.want, tc.f.shmSlots(tc.outBytes), tc.name)
+	}
+}
