@@ -39,21 +39,29 @@ func (p *peerRecorder) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest
 	return &v2pb.ModelInferResponse{ModelName: r.GetModelName(), Id: r.GetId()}, nil
 }
 
-// Infer takes the connection with the fewest calls in flight, not the next
-// in turn: a call that ends early frees its connection for the next one,
-// while the connection next in turn is still busy.
-func TestGRPCInferTakesTheLeastBusyConnection(t *testing.T) {
-	rec := &peerRecorder{peers: map[string]string{}, in: make(chan string, 8),
-		held: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
+// serveRecorder serves rec on a loopback port and returns a client of it
+// with conns connections; both stop at the test's end.
+func serveRecorder(t *testing.T, rec *peerRecorder, conns int) *client.GRPCClient {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	gs := grpc.NewServer()
 	v2pb.RegisterGRPCInferenceServiceServer(gs, rec)
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
-	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 2})
+	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: conns})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Infer takes the connection with the fewest calls in flight, not the next
+// in turn: a call that ends early frees its connection for the next one,
+// while the connection next in turn is still busy.
+func TestGRPCInferTakesTheLeastBusyConnection(t *testing.T) {
+	rec := &peerRecorder{peers: map[string]string{}, in: make(chan string, 8),
+		held: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
+	c := serveRecorder(t, rec, 2)
 
 	call := func(id string) <-chan error {
 		done := make(chan error, 1)
@@ -86,15 +94,7 @@ func TestGRPCInferTakesTheLeastBusyConnection(t *testing.T) {
 // idle (where Infer would take the first), and refuses one out of range.
 func TestGRPCInferOnTakesTheConnectionAsked(t *testing.T) {
 	rec := &peerRecorder{peers: map[string]string{}, in: make(chan string, 8), held: map[string]chan struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	v2pb.RegisterGRPCInferenceServiceServer(gs, rec)
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 3})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := serveRecorder(t, rec, 3)
 	require.Equal(t, 3, c.Conns())
 
 	req := func(id string) *client.InferRequest {
