@@ -314,7 +314,7 @@ func (pl *planner) prepare(w *worker, clock *stopwatch) (uintptr, error) {
 				return err
 			}
 			pl.plans[n] = p
-			ws = max(ws, p.ws)
+			ws = max(ws, p.ws, p.besideWorkspace(pl.net))
 		}
 		return nil
 	})

@@ -38,6 +38,7 @@ type worker struct {
 	mem   []uintptr                      // device allocations to free
 
 	graphs []map[captureKey]cudadrv.Exec // per slot: the captured forward passes (Options.Graphs)
+	beside beside                        // shortcuts beside conv1 in the graphs (beside.go)
 	prof   *profiler                     // set while profileForward runs: forward marks its steps
 }
 
@@ -251,6 +252,11 @@ func (w *worker) capture() error {
 	clock := w.e.clock
 	return withContext(w.dev, func() error {
 		w.graphs = make([]map[captureKey]cudadrv.Exec, len(w.slots))
+		if err := w.makeBeside(); err != nil {
+			return w.wrap("side stream", err)
+		}
+		w.beside.on = true
+		defer func() { w.beside.on = false }()
 		keys := w.graphKeys()
 		if w.id%2 == 1 {
 			// Odd workers record the batch sizes largest first, so that
@@ -361,7 +367,7 @@ func (w *worker) close() error {
 			f.destroy()
 		}
 		w.fused = nil
-		errs = append(errs, w.dnn.Destroy())
+		errs = append(errs, w.destroyBeside(), w.dnn.Destroy())
 		if !w.comp.IsZero() {
 			errs = append(errs, w.comp.Destroy())
 		}
@@ -654,14 +660,26 @@ func (w *worker) forward(p *plan, src inputRef, out uintptr) error {
 		}
 		x, y1 := w.act[cur], w.act[free[0]]
 		short, o := x, free[1]
+		beside := false
 		if b.down != nil {
 			short, o = w.act[free[1]], free[2]
-			if err := conv(b.down, x, short, 0); err != nil {
-				return fmt.Errorf("block %d shortcut: %w", i, err)
+			var err error
+			if beside, err = w.shortcutBeside(p, b, x, short); err != nil {
+				return fmt.Errorf("block %d shortcut beside conv1: %w", i, err)
+			}
+			if !beside {
+				if err := conv(b.down, x, short, 0); err != nil {
+					return fmt.Errorf("block %d shortcut: %w", i, err)
+				}
 			}
 		}
 		if err := conv(b.conv1, x, y1, 0); err != nil {
 			return fmt.Errorf("block %d conv1: %w", i, err)
+		}
+		if beside {
+			if err := w.joinBeside(); err != nil {
+				return fmt.Errorf("block %d shortcut join: %w", i, err)
+			}
 		}
 		if err := conv(b.conv2, y1, w.act[o], short); err != nil {
 			return fmt.Errorf("block %d conv2: %w", i, err)
