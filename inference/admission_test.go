@@ -57,6 +57,8 @@ func TestAbsurdConfigIsAnError(t *testing.T) {
 		{"Height", inference.Config{Height: 1 << 31, Width: 32}, "inference: Config.Height = 2147483648, want 1..8192"},
 		{"Width", inference.Config{Height: 32, Width: 1 << 31}, "inference: Config.Width = 2147483648, want 1..8192"},
 		{"negative", inference.Config{Workers: -1}, "inference: Config.Workers = -1, want 1..256"},
+		{"IdlePoll negative", inference.Config{IdlePoll: -time.Microsecond}, "inference: IdlePoll -1µs outside 0..10ms"},
+		{"IdlePoll too long", inference.Config{IdlePoll: time.Second}, "inference: IdlePoll 1s outside 0..10ms"},
 		{"batch values", inference.Config{MaxBatch: 4096, Height: 8192, Width: 8192},
 			"inference: Config.MaxBatch x channels x Height x Width = 4096 x 3 x 8192 x 8192 values, want at most 2147483648"},
 	}

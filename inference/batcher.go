@@ -32,7 +32,7 @@ func (m batcher) run() {
 		first := carry
 		carry = nil
 		if first == nil {
-			if first, _ = s.queue.take(s.quit, s.down, nil); first == nil {
+			if first, _ = s.queue.take(s.quit, s.down, nil, s.cfg.IdlePoll); first == nil {
 				return
 			}
 		}
@@ -42,7 +42,7 @@ func (m batcher) run() {
 			timer.Reset(time.Until(first.resp.Timing.Admitted.Add(cfg.MaxQueueDelay)))
 		fill:
 			for !m.full(b) {
-				c, why := s.queue.take(s.quit, s.down, timer.C)
+				c, why := s.queue.take(s.quit, s.down, timer.C, 0)
 				switch {
 				case c == nil && why == timedOut:
 					break fill

@@ -53,6 +53,10 @@ const (
 	DefaultSeed     = 1
 )
 
+// MaxIdlePoll bounds Config.IdlePoll: past it, a thread that looks for work
+// burns a CPU for nothing a sleep would not do as well.
+const MaxIdlePoll = 10 * time.Millisecond
+
 // Upper bounds New accepts: larger values are configuration mistakes that
 // would exhaust memory (buffers are sized by them at start-up) or overflow
 // sizes.
@@ -147,6 +151,18 @@ type Config struct {
 	MaxQueueDelay    time.Duration
 	PreferredBatches []int
 
+	// IdlePoll, if positive, is how long a worker that finds the queue empty
+	// keeps looking at it before it sleeps, and how long the front door
+	// (package protocol) looks for a call's answer before it sleeps: a request
+	// arriving meanwhile is taken, and an answer seen, without waking a thread,
+	// which on a GPU worker (a goroutine locked to its thread) costs tens of
+	// microseconds. Each looking goroutine keeps a CPU busy for up to IdlePoll
+	// after its last request, and a goroutine it makes ready waits for another
+	// thread to take it: worth it for one-at-a-time requests from another
+	// process, not for a caller in this one (results/nvidia-h200/
+	// idle-poll). At most MaxIdlePoll; 0 (the default) sleeps at once.
+	IdlePoll time.Duration
+
 	// Trace, if set, receives the timeline of every executed batch (queue
 	// wait, copy-in, compute, copy-out, delivery per request); write it with
 	// Trace.WriteFile and open it in Perfetto or chrome://tracing.
@@ -217,6 +233,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("inference: unknown queue policy %d", int(c.QueuePolicy))
 	case c.MaxQueueDelay < 0:
 		return c, fmt.Errorf("inference: MaxQueueDelay %v is negative", c.MaxQueueDelay)
+	case c.IdlePoll < 0 || c.IdlePoll > MaxIdlePoll:
+		return c, fmt.Errorf("inference: IdlePoll %v outside 0..%v", c.IdlePoll, MaxIdlePoll)
 	}
 	if err := resnet.CheckInput(c.Height, c.Width); err != nil {
 		return c, fmt.Errorf("inference: %w", err)

@@ -41,7 +41,7 @@ func (l *lane) next(stop <-chan struct{}) *batch {
 		}
 		return nil
 	}
-	c, _ := s.queue.take(s.quit, stop, nil)
+	c, _ := s.queue.take(s.quit, stop, nil, s.cfg.IdlePoll)
 	if c == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,10 +40,11 @@ type requestQueue struct {
 
 	mu       sync.Mutex
 	list     callList
-	idle     int   // takers waiting for a ready token
-	blocked  int   // pushes waiting for a room token
-	admitErr error // non-nil once admission stopped: what push returns
-	finalErr error // non-nil once the queue failed: requeue refuses with it
+	queued   atomic.Int64 // list.len, for takers that poll without the lock
+	idle     int          // takers waiting for a ready token
+	blocked  int          // pushes waiting for a room token
+	admitErr error        // non-nil once admission stopped: what push returns
+	finalErr error        // non-nil once the queue failed: requeue refuses with it
 }
 
 func newRequestQueue(max int, policy QueuePolicy, onDrop func(*Call)) *requestQueue {
@@ -98,6 +100,7 @@ func (q *requestQueue) push(c *Call) error {
 		waited = true
 	}
 	q.list.pushBack(c)
+	q.queued.Store(int64(q.list.len))
 	c.reading.Add(1)
 	q.pending.Add(1)
 	q.watch(c)
@@ -124,6 +127,7 @@ func (q *requestQueue) watch(c *Call) {
 func (q *requestQueue) drop(c *Call) {
 	q.mu.Lock()
 	removed := q.list.remove(c)
+	q.queued.Store(int64(q.list.len))
 	passRoom := removed && q.blocked > 0
 	q.mu.Unlock()
 	if !removed {
@@ -146,12 +150,15 @@ const (
 )
 
 // take removes and returns the first call, waiting for one until quit or stop
-// closes or the timer fires (nil channels never do). The caller owns the call;
-// its watch is stopped.
-func (q *requestQueue) take(quit, stop <-chan struct{}, timer <-chan time.Time) (*Call, wake) {
+// closes or the timer fires (nil channels never do); an empty queue is first
+// looked at for up to idle (Config.IdlePoll) before the taker sleeps. The
+// caller owns the call; its watch is stopped.
+func (q *requestQueue) take(quit, stop <-chan struct{}, timer <-chan time.Time, idle time.Duration) (*Call, wake) {
+	polled := false
 	q.mu.Lock()
 	for {
 		if c := q.list.popFront(); c != nil {
+			q.queued.Store(int64(q.list.len))
 			passReady := q.idle > 0 && q.list.len > 0
 			wakePush := q.blocked > 0
 			q.mu.Unlock()
@@ -163,6 +170,13 @@ func (q *requestQueue) take(quit, stop <-chan struct{}, timer <-chan time.Time) 
 			}
 			c.stopWatch()
 			return c, took
+		}
+		if !polled && idle > 0 {
+			polled = true
+			q.mu.Unlock()
+			poll(idle, func() bool { return q.queued.Load() > 0 || closed(quit) || closed(stop) })
+			q.mu.Lock()
+			continue
 		}
 		q.idle++
 		q.mu.Unlock()
@@ -198,6 +212,7 @@ func (q *requestQueue) requeue(c *Call) error {
 		return err
 	}
 	q.list.pushFront(c)
+	q.queued.Store(int64(q.list.len))
 	q.watch(c)
 	wakeTaker := q.idle > 0
 	q.mu.Unlock()
@@ -232,6 +247,7 @@ func (q *requestQueue) fail(admitErr, err error) []*Call {
 		q.finalErr = err
 	}
 	calls := q.list.takeAll()
+	q.queued.Store(int64(q.list.len))
 	q.mu.Unlock()
 	for _, c := range calls {
 		c.stopWatch()
@@ -320,4 +336,14 @@ func (l *callList) takeAll() []*Call {
 		calls = append(calls, c)
 	}
 	return calls
+}
+
+// closed reports whether ch is closed (a nil channel never is).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

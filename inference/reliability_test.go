@@ -260,6 +260,8 @@ func TestEveryDeviceLostAnswersEveryCall(t *testing.T) {
 		{"serial/batching", inference.Config{Workers: 2, MaxQueueDelay: 50 * time.Microsecond}},
 		{"overlap/batching", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond}},
 		{"overlap/batching/reject", inference.Config{Workers: 1, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond, QueuePolicy: inference.Reject}},
+		{"serial/idle-poll", inference.Config{Workers: 2, IdlePoll: 200 * time.Microsecond}},
+		{"overlap/batching/idle-poll", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond, IdlePoll: 200 * time.Microsecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

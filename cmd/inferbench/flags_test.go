@@ -62,7 +62,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	f, err := parseServe([]string{
 		"-backend", "nop", "-workers", "3", "-pipeline", "overlap", "-slots", "4", "-precision", "fp16", "-graphs",
 		"-devices", "0,1", "-pinned-input=false", "-max-batch", "64", "-batches", "1,32", "-max-queue", "9",
-		"-queue-policy", "reject", "-timeout", "2s", "-reject-non-finite", "-max-queue-delay", "3ms",
+		"-queue-policy", "reject", "-timeout", "2s", "-reject-non-finite", "-max-queue-delay", "3ms", "-idle-poll", "200us",
 		"-preferred-batches", "16,32", "-checkpoint", "w.pth", "-model", "tiny", "-seed", "7", "-size", "64x48", "-trace", "t.json",
 	}, &errOut)
 	require.NoError(t, err, errOut.String())
@@ -83,6 +83,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	assert.Equal(t, 2*time.Second, cfg.Timeout)
 	assert.True(t, cfg.RejectNonFinite)
 	assert.Equal(t, 3*time.Millisecond, cfg.MaxQueueDelay)
+	assert.Equal(t, 200*time.Microsecond, cfg.IdlePoll)
 	assert.Equal(t, []int{16, 32}, cfg.PreferredBatches)
 	assert.Equal(t, "w.pth", cfg.Checkpoint)
 	assert.Equal(t, uint64(7), cfg.Seed)

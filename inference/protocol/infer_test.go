@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,14 @@ func logitsOf(t *testing.T, r *client.InferResponse) []float32 {
 }
 
 func TestLogitsOverEveryTransportEqualInProcessBitForBit(t *testing.T) {
-	f := newFixture(t, fixtureOpts{})
+	t.Run("sleeping", func(t *testing.T) { logitsOverEveryTransport(t, inference.Config{}) })
+	// Workers and handlers that look for work and answers before they sleep
+	// (Config.IdlePoll) answer the same.
+	t.Run("idle-poll", func(t *testing.T) { logitsOverEveryTransport(t, inference.Config{IdlePoll: 500 * time.Microsecond}) })
+}
+
+func logitsOverEveryTransport(t *testing.T, cfg inference.Config) {
+	f := newFixture(t, fixtureOpts{cfg: cfg})
 	ctx := context.Background()
 	for name, c := range f.clients(t) {
 		for _, n := range []int{1, 3} {

@@ -31,6 +31,9 @@ type Model struct {
 	// the model's normalisation.
 	uint8Device bool
 	inputs      *inputPool
+	// idlePoll is the server's Config.IdlePoll: how long a request's handler
+	// looks for its answer before it sleeps.
+	idlePoll time.Duration
 }
 
 // bytesToServer reports whether binary input of datatype goes to the server
@@ -87,6 +90,7 @@ func NewModel(srv *inference.Server, cfg ModelConfig) (*Model, error) {
 		channels: channels, height: sc.Height, width: sc.Width, classes: srv.Classes(), maxBatch: sc.MaxBatch,
 		lut:         cfg.Normalization.Table(),
 		uint8Device: srv.Uint8OnDevice() && slices.Equal(cfg.Normalization.Mean, sc.Normalization.Mean) && slices.Equal(cfg.Normalization.Std, sc.Normalization.Std),
+		idlePoll:    sc.IdlePoll,
 	}
 	limit := cfg.InflightBytes
 	if limit <= 0 {
@@ -170,6 +174,7 @@ func (m *Model) run(ctx context.Context, req inference.Request, timeout time.Dur
 		return err
 	}
 	closed := func() bool { return errors.Is(call.Err(), inference.ErrServerClosed) }
+	inference.PollDone(call.Done(), m.idlePoll)
 	select {
 	case <-call.Done():
 		done(closed())
