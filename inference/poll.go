@@ -23,16 +23,10 @@ func poll(d time.Duration, ready func() bool) bool {
 	}
 }
 
-// PollDone looks at done for up to d (Config.IdlePoll) and reports whether it
-// closed meanwhile; the caller then waits on it as usual if not. The front
-// door calls it before it sleeps on a call's answer.
-func PollDone(done <-chan struct{}, d time.Duration) bool {
-	return poll(d, func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	})
+// PollDone looks at done and at cancel for up to d (Config.IdlePoll) and
+// reports whether either closed meanwhile; the caller then waits on them as
+// usual. The front door calls it before it sleeps on a call's answer (done)
+// or its request's end (cancel; nil if it cannot end).
+func PollDone(d time.Duration, done, cancel <-chan struct{}) bool {
+	return poll(d, func() bool { return closed(done) || closed(cancel) })
 }

@@ -10,13 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// PollDone sees a closed channel at once and gives up on an open one.
+// PollDone sees a closed channel at once, either of the two, and gives up
+// on open ones.
 func TestPollDone(t *testing.T) {
-	done := make(chan struct{})
-	assert.False(t, PollDone(done, 0), "no polling")
-	assert.False(t, PollDone(done, time.Millisecond), "open channel")
+	done, cancel := make(chan struct{}), make(chan struct{})
+	assert.False(t, PollDone(0, done, cancel), "no polling")
+	assert.False(t, PollDone(time.Millisecond, done, nil), "open channel, nil channel")
+	close(cancel)
+	assert.True(t, PollDone(time.Millisecond, done, cancel), "cancel closed")
 	close(done)
-	assert.True(t, PollDone(done, time.Millisecond))
+	assert.True(t, PollDone(time.Millisecond, done, nil), "done closed")
 }
 
 // A taker that polls gets the calls pushed before and while it looks, and

@@ -174,7 +174,7 @@ func (m *Model) run(ctx context.Context, req inference.Request, timeout time.Dur
 		return err
 	}
 	closed := func() bool { return errors.Is(call.Err(), inference.ErrServerClosed) }
-	inference.PollDone(call.Done(), m.idlePoll)
+	inference.PollDone(m.idlePoll, call.Done(), ctx.Done())
 	select {
 	case <-call.Done():
 		done(closed())
