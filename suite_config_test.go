@@ -52,6 +52,11 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if f.convs != backend.ConvsLegacy.String() {
 		lines = append(lines, backend.KV{Key: "convs", Value: f.convs})
 	}
+	// Every result before -idle-poll existed slept at once: only a set
+	// value gets a line.
+	if f.idlePoll > 0 {
+		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
+	}
 	return append(lines, c.grpcConnsLine()...)
 }
 

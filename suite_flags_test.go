@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
 	"github.com/inferbench/inferbench/inference/loadgen"
@@ -32,7 +33,7 @@ type suiteFlags struct {
 	pinned, cold                                                              bool
 	seed                                                                      uint64
 	slo                                                                       string
-	trial, delay                                                              time.Duration
+	trial, delay, idlePoll                                                    time.Duration
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
@@ -80,6 +81,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.slo, "slo", "p99=10ms", "latency objective PERCENTILE=DURATION (p99=10ms, p90=5ms; a bare duration means p99): the capacity search's, and the Server scenario's bound")
 	fs.DurationVar(&f.trial, "trial", time.Second, "capacity search: length of each trial")
 	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "batching=on (the capacity search's and -batching's): the server's MaxQueueDelay")
+	fs.DurationVar(&f.idlePoll, "idle-poll", 0, "every server's Config.IdlePoll (serve -idle-poll): how long idle workers and the front door's handlers look for work and answers before they sleep; a config line when set")
 	fs.StringVar(&f.curve, "curve", "", "capacity search: append every trial (rate, sent, failed, late, p50, the -slo percentile, ok) to this CSV file")
 	fs.StringVar(&f.timeline, "timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
 	fs.StringVar(&f.csv, "csv", "", "append one row per measured configuration and -count run (every dimension, config setting and figure) to this CSV file")
@@ -259,6 +261,9 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if f.delay <= 0 {
 		return nil, badFlag("max-queue-delay", f.delay.String(), "batching=on needs a positive MaxQueueDelay")
+	}
+	if f.idlePoll < 0 || f.idlePoll > inference.MaxIdlePoll {
+		return nil, badFlag("idle-poll", f.idlePoll.String(), "want 0 to %v", inference.MaxIdlePoll)
 	}
 	if c.window, err = windowSpec(f, tf); err != nil {
 		return nil, err

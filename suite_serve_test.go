@@ -128,7 +128,8 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 		"-max-batch", strconv.Itoa(maxBatch), "-batches", strings.Join(sizes, ","), "-max-queue-delay", delay.String(), "-workers", strconv.Itoa(p.workers),
 		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
 		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
-		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block"}
+		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block",
+		"-idle-poll", c.flags.idlePoll.String()}
 	if c.flags.checkpoint != "" {
 		abs, err := filepath.Abs(c.flags.checkpoint)
 		if err != nil {

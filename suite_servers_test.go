@@ -63,7 +63,7 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 		BackendName: be, Seed: c.flags.seed,
 		Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch},
 		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs,
-		MaxQueue: 4096, PinnedInput: c.flags.pinned,
+		MaxQueue: 4096, PinnedInput: c.flags.pinned, IdlePoll: c.flags.idlePoll,
 	}
 	if c.flags.checkpoint != "" {
 		cfg.Checkpoint = c.flags.checkpoint // loaded, and timed, by New

@@ -77,6 +77,7 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"window with benchtime", []string{"-window", "2s"}, `-window "2s": windows decide how many requests to send: run with -benchtime 1x (got -benchtime 100x)`},
 		{"max windows", []string{"-max-windows", "2"}, `-max-windows "2": at least 3 windows`},
 		{"grpc conns", []string{"-grpc-conns", "0"}, `-grpc-conns "0": connections per server must be 1 to 64`},
+		{"idle poll", []string{"-idle-poll", "1s"}, `-idle-poll "1s": want 0 to 10ms`},
 		{"stability", []string{"-stability", "0"}, `-stability "0": the stability percentage must be positive`},
 		{"scenario", []string{"-scenarios", "Server,Batch"}, `-scenarios "Server,Batch": "Batch" is not one of SingleStream, MultiStream, Server, Offline`},
 		{"csv directory", []string{"-csv", missingDir}, `-csv "` + missingDir + `": the file's directory must exist`},
@@ -160,6 +161,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"legacy.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-convs", "legacy"),
 		"conns-4.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-grpc-conns", "4"),
 		"conns-1.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-grpc-conns", "1"),
+		"poll.txt":      configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "1ms"),
+		"poll-0.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "0"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
@@ -167,7 +170,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	// share their table.
 	assert.Equal(t, tables["tiny.txt"], tables["legacy.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt"} {
+	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

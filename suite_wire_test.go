@@ -273,7 +273,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	assert.Equal(t, []string{"serve", "-log", "json", "-http-addr", "", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
 		"-model-name", "rn", "-backend", "cuda", "-max-batch", "32", "-batches", "32", "-max-queue-delay", "0s", "-workers", "2", "-pipeline", "overlap",
 		"-precision", "fp16", "-graphs=true", "-devices", "0,1", "-size", "64x48", "-seed", "7", "-pinned-input=true",
-		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
+		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
 	c.flags.checkpoint = ckpt
 	args := c.serveArgs(p, httpT)
 	assert.Equal(t, []string{"-checkpoint", ckpt}, args[len(args)-2:])
@@ -281,6 +281,12 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	p.batching = "on" // merged batches of up to 256 = 8*32, prepared at 32, 64, 128 and 256 images
 	assert.Equal(t, []string{"-max-batch", "256", "-batches", "32,64,128,256", "-max-queue-delay", "1ms"}, c.serveArgs(p, grpcT)[13:19])
 	p.batching = "off"
+	c.flags.idlePoll = 500 * time.Microsecond
+	args = c.serveArgs(p, grpcT)
+	assert.Equal(t, []string{"-idle-poll", "500µs"}, args[len(args)-4:len(args)-2])
+	cfg, err := c.pointConfig(p)
+	require.NoError(t, err)
+	assert.Equal(t, 500*time.Microsecond, cfg.IdlePoll, "in process too")
 
 	// The command accepts every flag: it gets past its flag checks (exit
 	// status 2) and fails at the back-end, as cuda is not usable here.
