@@ -200,11 +200,4 @@ func (o *overlapWorker) die(err error) {
 	})
 }
 
-func (o *overlapWorker) isDead() bool {
-	select {
-	case <-o.dead:
-		return true
-	default:
-		return false
-	}
-}
+func (o *overlapWorker) isDead() bool { return closed(o.dead) }

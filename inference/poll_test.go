@@ -33,7 +33,7 @@ func TestTakePolls(t *testing.T) {
 	got, why := q.take(nil, nil, nil, time.Millisecond)
 	assert.Equal(t, took, why)
 	assert.Same(t, first, got, "queued before the take")
-	assert.EqualValues(t, 0, q.queued.Load())
+	assert.EqualValues(t, 0, q.list.size.Load())
 
 	for _, idle := range []time.Duration{0, 50 * time.Microsecond, 5 * time.Millisecond} {
 		var wg sync.WaitGroup

@@ -40,11 +40,10 @@ type requestQueue struct {
 
 	mu       sync.Mutex
 	list     callList
-	queued   atomic.Int64 // list.len, for takers that poll without the lock
-	idle     int          // takers waiting for a ready token
-	blocked  int          // pushes waiting for a room token
-	admitErr error        // non-nil once admission stopped: what push returns
-	finalErr error        // non-nil once the queue failed: requeue refuses with it
+	idle     int   // takers waiting for a ready token
+	blocked  int   // pushes waiting for a room token
+	admitErr error // non-nil once admission stopped: what push returns
+	finalErr error // non-nil once the queue failed: requeue refuses with it
 }
 
 func newRequestQueue(max int, policy QueuePolicy, onDrop func(*Call)) *requestQueue {
@@ -100,7 +99,6 @@ func (q *requestQueue) push(c *Call) error {
 		waited = true
 	}
 	q.list.pushBack(c)
-	q.queued.Store(int64(q.list.len))
 	c.reading.Add(1)
 	q.pending.Add(1)
 	q.watch(c)
@@ -127,7 +125,6 @@ func (q *requestQueue) watch(c *Call) {
 func (q *requestQueue) drop(c *Call) {
 	q.mu.Lock()
 	removed := q.list.remove(c)
-	q.queued.Store(int64(q.list.len))
 	passRoom := removed && q.blocked > 0
 	q.mu.Unlock()
 	if !removed {
@@ -158,7 +155,6 @@ func (q *requestQueue) take(quit, stop <-chan struct{}, timer <-chan time.Time, 
 	q.mu.Lock()
 	for {
 		if c := q.list.popFront(); c != nil {
-			q.queued.Store(int64(q.list.len))
 			passReady := q.idle > 0 && q.list.len > 0
 			wakePush := q.blocked > 0
 			q.mu.Unlock()
@@ -174,7 +170,7 @@ func (q *requestQueue) take(quit, stop <-chan struct{}, timer <-chan time.Time, 
 		if !polled && idle > 0 {
 			polled = true
 			q.mu.Unlock()
-			poll(idle, func() bool { return q.queued.Load() > 0 || closed(quit) || closed(stop) })
+			poll(idle, func() bool { return q.list.size.Load() > 0 || closed(quit) || closed(stop) })
 			q.mu.Lock()
 			continue
 		}
@@ -212,7 +208,6 @@ func (q *requestQueue) requeue(c *Call) error {
 		return err
 	}
 	q.list.pushFront(c)
-	q.queued.Store(int64(q.list.len))
 	q.watch(c)
 	wakeTaker := q.idle > 0
 	q.mu.Unlock()
@@ -247,7 +242,6 @@ func (q *requestQueue) fail(admitErr, err error) []*Call {
 		q.finalErr = err
 	}
 	calls := q.list.takeAll()
-	q.queued.Store(int64(q.list.len))
 	q.mu.Unlock()
 	for _, c := range calls {
 		c.stopWatch()
@@ -270,10 +264,12 @@ func (q *requestQueue) len() int {
 }
 
 // callList is a FIFO of calls linked through their prev and next fields, so
-// that a call can leave it from anywhere in O(1). Not safe for concurrent use.
+// that a call can leave it from anywhere in O(1). Not safe for concurrent use,
+// except size, which may be read at any time.
 type callList struct {
 	head, tail *Call
 	len        int
+	size       atomic.Int64 // len, for takers that poll without the queue's lock
 }
 
 // pushBack appends c.
@@ -286,6 +282,7 @@ func (l *callList) pushBack(c *Call) {
 	}
 	l.tail = c
 	l.len++
+	l.size.Store(int64(l.len))
 }
 
 // pushFront puts c first in line.
@@ -298,6 +295,7 @@ func (l *callList) pushFront(c *Call) {
 	}
 	l.head = c
 	l.len++
+	l.size.Store(int64(l.len))
 }
 
 // popFront removes and returns the first call, or nil when l is empty.
@@ -326,6 +324,7 @@ func (l *callList) remove(c *Call) bool {
 	}
 	c.prev, c.next, c.queued = nil, nil, false
 	l.len--
+	l.size.Store(int64(l.len))
 	return true
 }
 
