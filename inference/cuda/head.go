@@ -4,7 +4,6 @@ package cuda
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -88,12 +87,7 @@ func (k *headKernels) unload() error {
 // (images x net.feat).
 func (k *headKernels) pool(s cudadrv.Stream, net *network, x, feat uintptr, n int) error {
 	t := n * net.feat
-	b := make([]byte, 0, 28) // two pointers, three ints
-	b = binary.LittleEndian.AppendUint64(b, uint64(x))
-	b = binary.LittleEndian.AppendUint64(b, uint64(feat))
-	for _, v := range []int{n, net.feat, net.lastH * net.lastW} {
-		b = binary.LittleEndian.AppendUint32(b, uint32(v))
-	}
+	b := kernelParams([]uintptr{x, feat}, n, net.feat, net.lastH*net.lastW)
 	return k.gap.Launch(s, (t+gapThreads-1)/gapThreads, gapThreads, 0, b)
 }
 
@@ -106,13 +100,7 @@ func (k *headKernels) classify(s cudadrv.Stream, net *network, d *device, feat, 
 // launchFC enqueues fully connected kernel i (of fcShapes) on s: classify's
 // choice, or a test's.
 func (k *headKernels) launchFC(s cudadrv.Stream, i int, net *network, d *device, feat, out uintptr, n int) error {
-	b := make([]byte, 0, 44)
-	for _, p := range []uintptr{feat, d.param(net.fcW), d.param(net.fcB), out} {
-		b = binary.LittleEndian.AppendUint64(b, uint64(p))
-	}
-	for _, v := range []int{n, net.feat, net.classes} {
-		b = binary.LittleEndian.AppendUint32(b, uint32(v))
-	}
+	b := kernelParams([]uintptr{feat, d.param(net.fcW), d.param(net.fcB), out}, n, net.feat, net.classes)
 	sh := fcShapes[i]
 	return k.fc[i].Launch(s, sh.blocks(n, net.classes), sh.threads, 0, b)
 }

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -152,19 +151,11 @@ func (k *inputKernels) unload() error {
 // in all, or, for a space-to-depth kernel, struct s2d_params (table pointer,
 // height, width, rows, cols, pad, pixels), 48 bytes in all.
 func (c *conversion) params(x, y uintptr, n int) []byte {
-	b := make([]byte, 0, 48)
-	b = binary.LittleEndian.AppendUint64(b, uint64(x))
-	b = binary.LittleEndian.AppendUint64(b, uint64(y))
-	b = binary.LittleEndian.AppendUint64(b, uint64(c.table))
+	ptrs := []uintptr{x, y, c.table}
 	if g := c.s2d; g != nil {
-		for _, v := range []int{g.height, g.width, g.rows, g.cols, g.pad} {
-			b = binary.LittleEndian.AppendUint32(b, uint32(v))
-		}
-	} else {
-		b = binary.LittleEndian.AppendUint32(b, uint32(c.plane))
+		return kernelParams(ptrs, g.height, g.width, g.rows, g.cols, g.pad, n*c.plane)
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(n*c.plane))
-	return b
+	return kernelParams(ptrs, c.plane, n*c.plane)
 }
 
 // launch enqueues the conversion of n images from x to y on s.

@@ -56,10 +56,8 @@ func (cudaBackend) Start(opts backend.Options) (stop func()) {
 		started.mu.Unlock()
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		for ord, d := range e.devices {
-			_ = d.close() // nobody took it: nobody is told
-			delete(e.devices, ord)
-		}
+		_ = closeDevices(e.devices) // nobody took them: nobody is told
+		clear(e.devices)
 	}
 }
 
