@@ -57,16 +57,22 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if f.idlePoll > 0 {
 		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
 	}
-	return append(lines, c.grpcConnsLine()...)
+	return append(lines, c.grpcLines()...)
 }
 
-// grpcConnsLine is the grpc-conns line, only when the suite opens more than
-// one connection per gRPC server (every earlier result used one).
-func (c *suiteConfig) grpcConnsLine() []backend.KV {
-	if c.flags.grpcConns == 1 {
-		return nil
+// grpcLines are the gRPC clients' config lines, each only when it differs
+// from what every earlier result used: grpc-conns when the suite opens more
+// than one connection per gRPC server, grpc-stream when requests go as
+// messages of ModelStreamInfer calls rather than ModelInfer calls.
+func (c *suiteConfig) grpcLines() []backend.KV {
+	var kv []backend.KV
+	if c.flags.grpcConns != 1 {
+		kv = append(kv, backend.KV{Key: "grpc-conns", Value: strconv.Itoa(c.flags.grpcConns)})
 	}
-	return []backend.KV{{Key: "grpc-conns", Value: strconv.Itoa(c.flags.grpcConns)}}
+	if c.flags.grpcStream {
+		kv = append(kv, backend.KV{Key: "grpc-stream", Value: "on"})
+	}
+	return kv
 }
 
 // targetLines are the config lines of a run against -target servers: what
@@ -87,7 +93,7 @@ func (c *suiteConfig) targetLines() []backend.KV {
 		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},
 		backend.KV{Key: "window", Value: c.windowLine()},
-	), c.grpcConnsLine()...)
+	), c.grpcLines()...)
 }
 
 // windowLine describes the measurement windows: "off", or their minimum

@@ -30,7 +30,7 @@ type suiteFlags struct {
 	poisson                                                                   bool
 	checkpoint, model, size                                                   string
 	convs                                                                     string
-	pinned, cold                                                              bool
+	pinned, cold, grpcStream                                                  bool
 	seed                                                                      uint64
 	slo                                                                       string
 	trial, delay, idlePoll                                                    time.Duration
@@ -90,6 +90,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.windowRequests, "window-requests", 50, "windows: responses each window holds at least")
 	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
+	fs.BoolVar(&f.grpcStream, "grpc-stream", false, "gRPC transports: send requests as messages of one ModelStreamInfer call per connection (Triton's streaming inference, as perf_analyzer --streaming) instead of a ModelInfer call each; a config line when set")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
 	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")

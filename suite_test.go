@@ -163,6 +163,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"conns-1.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-grpc-conns", "1"),
 		"poll.txt":      configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "1ms"),
 		"poll-0.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "0"),
+		"unary.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc"),
+		"stream.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-stream"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
@@ -171,7 +173,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	assert.Equal(t, tables["tiny.txt"], tables["legacy.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt"} {
+	assert.Equal(t, tables["tiny.txt"], tables["unary.txt"])
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

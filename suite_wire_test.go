@@ -115,6 +115,24 @@ func TestSuiteBinaryServesTheNopBackend(t *testing.T) {
 	}
 }
 
+// With -grpc-stream the gRPC transports send every request as a message of a
+// ModelStreamInfer call per connection, and the results say so.
+func TestSuiteBinaryStreamsOverGRPC(t *testing.T) {
+	flags := slices.Clone(tinySuite)
+	flags[slices.Index(flags, "-backends")+1] = "nop"
+	stdout, stderr, code := suiteBinary(t, append([]string{"-test.bench", "Server$", "-test.benchtime", "20x",
+		"-transports", "grpc,grpc-shm", "-grpc-stream", "-grpc-conns", "2", "-loads", "closed", "-serve-bin", testServeBin(t)}, flags...)...)
+	require.Zero(t, code, "stderr: %s", stderr)
+	assert.Contains(t, stdout, "\ngrpc-stream: on\n")
+	got := byTransport(t, results(t, stdout))
+	for _, tr := range []string{"grpc", "grpc-shm"} {
+		r := got[tr]
+		require.NotNil(t, r, "transport %s: stdout: %s", tr, stdout)
+		assert.Positive(t, value(t, r, "p50-latency-ns"), tr)
+		assert.Positive(t, value(t, r, "samples/s"), tr)
+	}
+}
+
 func TestSuiteBinaryStartsSeveralServers(t *testing.T) {
 	stdout, stderr, code := suiteBinary(t, append([]string{"-test.bench", "Server$", "-test.benchtime", "40x",
 		"-transports", "inproc,grpc-shm", "-servers", "2", "-loads", "closed", "-serve-bin", testServeBin(t)}, tinySuite...)...)
@@ -215,6 +233,7 @@ func TestWireFlagErrors(t *testing.T) {
 		{"serve-bin missing", []string{"-transports", "grpc", "-serve-bin", filepath.Join(dir, "none")}, `-serve-bin "` + filepath.Join(dir, "none") + `": stat`},
 		{"serve-bin not executable", []string{"-transports", "grpc", "-serve-bin", notExec}, `not an executable file`},
 		{"model name", []string{"-model-name", ""}, `-model-name "": give the model's name`},
+		{"stream without gRPC", []string{"-grpc-stream", "-transports", "inproc,http"}, `-grpc-stream "true": it changes how gRPC requests are sent: add a gRPC transport`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseSuiteFlags(t, noGPU, "Server", "100x", tc.args...)

@@ -29,6 +29,15 @@ type GRPCOptions struct {
 	// writer, which a few large requests in flight can keep busy. If Conns
 	// is 0, one connection is used.
 	Conns int
+	// Stream sends Infer's requests as messages of a ModelStreamInfer call
+	// per connection (Triton's streaming inference, as perf_analyzer's
+	// --streaming does) instead of one ModelInfer call each: no HTTP/2
+	// stream to open, no headers or trailers per request. Answers are
+	// matched to requests by id: a request without one gets one made up,
+	// and a context's deadline is sent as the request's timeout parameter.
+	// A failed request's error has code Unknown and the server's message
+	// (a stream's answer carries no status).
+	Stream bool
 }
 
 // GRPCClient calls a server's gRPC API over one HTTP/2 connection, or
@@ -36,6 +45,9 @@ type GRPCOptions struct {
 type GRPCClient struct {
 	conns []*grpc.ClientConn
 	infer []v2pb.GRPCInferenceServiceClient // one per connection; other calls use the first
+	// streams carry Infer's requests, one per connection, with
+	// GRPCOptions.Stream; nil without.
+	streams []*inferStream
 	// busy picks Infer's connection: the least busy, not the next in turn.
 	// Taking turns, a call could land on a connection still sending a
 	// 192 MB request while another stood idle (calls end out of turn), and
@@ -78,6 +90,9 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		}
 		c.conns = append(c.conns, conn)
 		c.infer = append(c.infer, v2pb.NewGRPCInferenceServiceClient(conn))
+		if opts.Stream {
+			c.streams = append(c.streams, &inferStream{api: c.infer[len(c.infer)-1], maxBytes: opts.MaxMessageBytes})
+		}
 	}
 	c.busy, _ = NewBalancer(len(c.infer))
 	return c, nil
@@ -196,6 +211,13 @@ func (c *GRPCClient) inferOn(ctx context.Context, conn int, req *InferRequest) (
 			o.Parameters = reg.grpcParams()
 		}
 		r.Outputs = append(r.Outputs, o)
+	}
+	if c.streams != nil {
+		resp, err := c.streams[conn].infer(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return fromGRPC(resp, req.OutputRegions)
 	}
 	resp, err := c.infer[conn].ModelInfer(ctx, r)
 	if err != nil {

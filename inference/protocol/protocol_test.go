@@ -138,18 +138,23 @@ func (f *fixture) httpClient(t testing.TB, json bool) *client.HTTPClient {
 }
 
 func (f *fixture) grpcClient(t testing.TB) *client.GRPCClient {
-	c, err := client.NewGRPC(f.grpc, client.GRPCOptions{})
+	return f.grpcClientWith(t, client.GRPCOptions{})
+}
+
+func (f *fixture) grpcClientWith(t testing.TB, o client.GRPCOptions) *client.GRPCClient {
+	c, err := client.NewGRPC(f.grpc, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// clients are the three ways a Go program reaches the server.
+// clients are the four ways a Go program reaches the server.
 func (f *fixture) clients(t testing.TB) map[string]client.Client {
 	return map[string]client.Client{
 		"http-binary": f.httpClient(t, false),
 		"http-json":   f.httpClient(t, true),
 		"grpc":        f.grpcClient(t),
+		"grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true}),
 	}
 }
 

@@ -724,6 +724,61 @@ func (x *ModelInferResponse) GetRawOutputContents() [][]byte {
 	return nil
 }
 
+// One answer of ModelStreamInfer (Triton's grpc_service.proto).
+type ModelStreamInferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why the request failed; empty when it succeeded.
+	ErrorMessage string `protobuf:"bytes,1,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The request's result.
+	InferResponse *ModelInferResponse `protobuf:"bytes,2,opt,name=infer_response,json=inferResponse,proto3" json:"infer_response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStreamInferResponse) Reset() {
+	*x = ModelStreamInferResponse{}
+	mi := &file_grpc_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStreamInferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStreamInferResponse) ProtoMessage() {}
+
+func (x *ModelStreamInferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStreamInferResponse.ProtoReflect.Descriptor instead.
+func (*ModelStreamInferResponse) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ModelStreamInferResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ModelStreamInferResponse) GetInferResponse() *ModelInferResponse {
+	if x != nil {
+		return x.InferResponse
+	}
+	return nil
+}
+
 // A parameter value.
 type InferParameter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -741,7 +796,7 @@ type InferParameter struct {
 
 func (x *InferParameter) Reset() {
 	*x = InferParameter{}
-	mi := &file_grpc_service_proto_msgTypes[12]
+	mi := &file_grpc_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +808,7 @@ func (x *InferParameter) String() string {
 func (*InferParameter) ProtoMessage() {}
 
 func (x *InferParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[12]
+	mi := &file_grpc_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +821,7 @@ func (x *InferParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferParameter.ProtoReflect.Descriptor instead.
 func (*InferParameter) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{12}
+	return file_grpc_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InferParameter) GetParameterChoice() isInferParameter_ParameterChoice {
@@ -880,7 +935,7 @@ type InferTensorContents struct {
 
 func (x *InferTensorContents) Reset() {
 	*x = InferTensorContents{}
-	mi := &file_grpc_service_proto_msgTypes[13]
+	mi := &file_grpc_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +947,7 @@ func (x *InferTensorContents) String() string {
 func (*InferTensorContents) ProtoMessage() {}
 
 func (x *InferTensorContents) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[13]
+	mi := &file_grpc_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +960,7 @@ func (x *InferTensorContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferTensorContents.ProtoReflect.Descriptor instead.
 func (*InferTensorContents) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{13}
+	return file_grpc_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InferTensorContents) GetBoolContents() []bool {
@@ -976,7 +1031,7 @@ type ModelConfigRequest struct {
 
 func (x *ModelConfigRequest) Reset() {
 	*x = ModelConfigRequest{}
-	mi := &file_grpc_service_proto_msgTypes[14]
+	mi := &file_grpc_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1043,7 @@ func (x *ModelConfigRequest) String() string {
 func (*ModelConfigRequest) ProtoMessage() {}
 
 func (x *ModelConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[14]
+	mi := &file_grpc_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1056,7 @@ func (x *ModelConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfigRequest.ProtoReflect.Descriptor instead.
 func (*ModelConfigRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{14}
+	return file_grpc_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModelConfigRequest) GetName() string {
@@ -1028,7 +1083,7 @@ type ModelConfigResponse struct {
 
 func (x *ModelConfigResponse) Reset() {
 	*x = ModelConfigResponse{}
-	mi := &file_grpc_service_proto_msgTypes[15]
+	mi := &file_grpc_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1095,7 @@ func (x *ModelConfigResponse) String() string {
 func (*ModelConfigResponse) ProtoMessage() {}
 
 func (x *ModelConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[15]
+	mi := &file_grpc_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1108,7 @@ func (x *ModelConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfigResponse.ProtoReflect.Descriptor instead.
 func (*ModelConfigResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{15}
+	return file_grpc_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ModelConfigResponse) GetConfig() *ModelConfig {
@@ -1075,7 +1130,7 @@ type ModelStatisticsRequest struct {
 
 func (x *ModelStatisticsRequest) Reset() {
 	*x = ModelStatisticsRequest{}
-	mi := &file_grpc_service_proto_msgTypes[16]
+	mi := &file_grpc_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1142,7 @@ func (x *ModelStatisticsRequest) String() string {
 func (*ModelStatisticsRequest) ProtoMessage() {}
 
 func (x *ModelStatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[16]
+	mi := &file_grpc_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1155,7 @@ func (x *ModelStatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatisticsRequest.ProtoReflect.Descriptor instead.
 func (*ModelStatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{16}
+	return file_grpc_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelStatisticsRequest) GetName() string {
@@ -1130,7 +1185,7 @@ type StatisticDuration struct {
 
 func (x *StatisticDuration) Reset() {
 	*x = StatisticDuration{}
-	mi := &file_grpc_service_proto_msgTypes[17]
+	mi := &file_grpc_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1197,7 @@ func (x *StatisticDuration) String() string {
 func (*StatisticDuration) ProtoMessage() {}
 
 func (x *StatisticDuration) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[17]
+	mi := &file_grpc_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1210,7 @@ func (x *StatisticDuration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatisticDuration.ProtoReflect.Descriptor instead.
 func (*StatisticDuration) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{17}
+	return file_grpc_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatisticDuration) GetCount() uint64 {
@@ -1197,7 +1252,7 @@ type InferStatistics struct {
 
 func (x *InferStatistics) Reset() {
 	*x = InferStatistics{}
-	mi := &file_grpc_service_proto_msgTypes[18]
+	mi := &file_grpc_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1264,7 @@ func (x *InferStatistics) String() string {
 func (*InferStatistics) ProtoMessage() {}
 
 func (x *InferStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[18]
+	mi := &file_grpc_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1277,7 @@ func (x *InferStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferStatistics.ProtoReflect.Descriptor instead.
 func (*InferStatistics) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{18}
+	return file_grpc_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InferStatistics) GetSuccess() *StatisticDuration {
@@ -1295,7 +1350,7 @@ type InferBatchStatistics struct {
 
 func (x *InferBatchStatistics) Reset() {
 	*x = InferBatchStatistics{}
-	mi := &file_grpc_service_proto_msgTypes[19]
+	mi := &file_grpc_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1362,7 @@ func (x *InferBatchStatistics) String() string {
 func (*InferBatchStatistics) ProtoMessage() {}
 
 func (x *InferBatchStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[19]
+	mi := &file_grpc_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1375,7 @@ func (x *InferBatchStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferBatchStatistics.ProtoReflect.Descriptor instead.
 func (*InferBatchStatistics) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{19}
+	return file_grpc_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InferBatchStatistics) GetBatchSize() uint64 {
@@ -1375,7 +1430,7 @@ type ModelStatistics struct {
 
 func (x *ModelStatistics) Reset() {
 	*x = ModelStatistics{}
-	mi := &file_grpc_service_proto_msgTypes[20]
+	mi := &file_grpc_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1442,7 @@ func (x *ModelStatistics) String() string {
 func (*ModelStatistics) ProtoMessage() {}
 
 func (x *ModelStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[20]
+	mi := &file_grpc_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1455,7 @@ func (x *ModelStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatistics.ProtoReflect.Descriptor instead.
 func (*ModelStatistics) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{20}
+	return file_grpc_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelStatistics) GetName() string {
@@ -1462,7 +1517,7 @@ type ModelStatisticsResponse struct {
 
 func (x *ModelStatisticsResponse) Reset() {
 	*x = ModelStatisticsResponse{}
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1529,7 @@ func (x *ModelStatisticsResponse) String() string {
 func (*ModelStatisticsResponse) ProtoMessage() {}
 
 func (x *ModelStatisticsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1542,7 @@ func (x *ModelStatisticsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatisticsResponse.ProtoReflect.Descriptor instead.
 func (*ModelStatisticsResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{21}
+	return file_grpc_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelStatisticsResponse) GetModelStats() []*ModelStatistics {
@@ -1507,7 +1562,7 @@ type SystemSharedMemoryStatusRequest struct {
 
 func (x *SystemSharedMemoryStatusRequest) Reset() {
 	*x = SystemSharedMemoryStatusRequest{}
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1574,7 @@ func (x *SystemSharedMemoryStatusRequest) String() string {
 func (*SystemSharedMemoryStatusRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1587,7 @@ func (x *SystemSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemSharedMemoryStatusRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{22}
+	return file_grpc_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SystemSharedMemoryStatusRequest) GetName() string {
@@ -1552,7 +1607,7 @@ type SystemSharedMemoryStatusResponse struct {
 
 func (x *SystemSharedMemoryStatusResponse) Reset() {
 	*x = SystemSharedMemoryStatusResponse{}
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1619,7 @@ func (x *SystemSharedMemoryStatusResponse) String() string {
 func (*SystemSharedMemoryStatusResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1632,7 @@ func (x *SystemSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemSharedMemoryStatusResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{23}
+	return file_grpc_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SystemSharedMemoryStatusResponse) GetRegions() map[string]*SystemSharedMemoryStatusResponse_RegionStatus {
@@ -1603,7 +1658,7 @@ type SystemSharedMemoryRegisterRequest struct {
 
 func (x *SystemSharedMemoryRegisterRequest) Reset() {
 	*x = SystemSharedMemoryRegisterRequest{}
-	mi := &file_grpc_service_proto_msgTypes[24]
+	mi := &file_grpc_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1670,7 @@ func (x *SystemSharedMemoryRegisterRequest) String() string {
 func (*SystemSharedMemoryRegisterRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[24]
+	mi := &file_grpc_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1683,7 @@ func (x *SystemSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use SystemSharedMemoryRegisterRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{24}
+	return file_grpc_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SystemSharedMemoryRegisterRequest) GetName() string {
@@ -1667,7 +1722,7 @@ type SystemSharedMemoryRegisterResponse struct {
 
 func (x *SystemSharedMemoryRegisterResponse) Reset() {
 	*x = SystemSharedMemoryRegisterResponse{}
-	mi := &file_grpc_service_proto_msgTypes[25]
+	mi := &file_grpc_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1734,7 @@ func (x *SystemSharedMemoryRegisterResponse) String() string {
 func (*SystemSharedMemoryRegisterResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[25]
+	mi := &file_grpc_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1747,7 @@ func (x *SystemSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use SystemSharedMemoryRegisterResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{25}
+	return file_grpc_service_proto_rawDescGZIP(), []int{26}
 }
 
 type SystemSharedMemoryUnregisterRequest struct {
@@ -1705,7 +1760,7 @@ type SystemSharedMemoryUnregisterRequest struct {
 
 func (x *SystemSharedMemoryUnregisterRequest) Reset() {
 	*x = SystemSharedMemoryUnregisterRequest{}
-	mi := &file_grpc_service_proto_msgTypes[26]
+	mi := &file_grpc_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1772,7 @@ func (x *SystemSharedMemoryUnregisterRequest) String() string {
 func (*SystemSharedMemoryUnregisterRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[26]
+	mi := &file_grpc_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1785,7 @@ func (x *SystemSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use SystemSharedMemoryUnregisterRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryUnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{26}
+	return file_grpc_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SystemSharedMemoryUnregisterRequest) GetName() string {
@@ -1748,7 +1803,7 @@ type SystemSharedMemoryUnregisterResponse struct {
 
 func (x *SystemSharedMemoryUnregisterResponse) Reset() {
 	*x = SystemSharedMemoryUnregisterResponse{}
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1815,7 @@ func (x *SystemSharedMemoryUnregisterResponse) String() string {
 func (*SystemSharedMemoryUnregisterResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1828,7 @@ func (x *SystemSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use SystemSharedMemoryUnregisterResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{27}
+	return file_grpc_service_proto_rawDescGZIP(), []int{28}
 }
 
 type CudaSharedMemoryStatusRequest struct {
@@ -1786,7 +1841,7 @@ type CudaSharedMemoryStatusRequest struct {
 
 func (x *CudaSharedMemoryStatusRequest) Reset() {
 	*x = CudaSharedMemoryStatusRequest{}
-	mi := &file_grpc_service_proto_msgTypes[28]
+	mi := &file_grpc_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1853,7 @@ func (x *CudaSharedMemoryStatusRequest) String() string {
 func (*CudaSharedMemoryStatusRequest) ProtoMessage() {}
 
 func (x *CudaSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[28]
+	mi := &file_grpc_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1866,7 @@ func (x *CudaSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CudaSharedMemoryStatusRequest.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryStatusRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{28}
+	return file_grpc_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CudaSharedMemoryStatusRequest) GetName() string {
@@ -1831,7 +1886,7 @@ type CudaSharedMemoryStatusResponse struct {
 
 func (x *CudaSharedMemoryStatusResponse) Reset() {
 	*x = CudaSharedMemoryStatusResponse{}
-	mi := &file_grpc_service_proto_msgTypes[29]
+	mi := &file_grpc_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1898,7 @@ func (x *CudaSharedMemoryStatusResponse) String() string {
 func (*CudaSharedMemoryStatusResponse) ProtoMessage() {}
 
 func (x *CudaSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[29]
+	mi := &file_grpc_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1911,7 @@ func (x *CudaSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CudaSharedMemoryStatusResponse.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryStatusResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{29}
+	return file_grpc_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CudaSharedMemoryStatusResponse) GetRegions() map[string]*CudaSharedMemoryStatusResponse_RegionStatus {
@@ -1882,7 +1937,7 @@ type CudaSharedMemoryRegisterRequest struct {
 
 func (x *CudaSharedMemoryRegisterRequest) Reset() {
 	*x = CudaSharedMemoryRegisterRequest{}
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1949,7 @@ func (x *CudaSharedMemoryRegisterRequest) String() string {
 func (*CudaSharedMemoryRegisterRequest) ProtoMessage() {}
 
 func (x *CudaSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +1962,7 @@ func (x *CudaSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CudaSharedMemoryRegisterRequest.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{30}
+	return file_grpc_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CudaSharedMemoryRegisterRequest) GetName() string {
@@ -1946,7 +2001,7 @@ type CudaSharedMemoryRegisterResponse struct {
 
 func (x *CudaSharedMemoryRegisterResponse) Reset() {
 	*x = CudaSharedMemoryRegisterResponse{}
-	mi := &file_grpc_service_proto_msgTypes[31]
+	mi := &file_grpc_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2013,7 @@ func (x *CudaSharedMemoryRegisterResponse) String() string {
 func (*CudaSharedMemoryRegisterResponse) ProtoMessage() {}
 
 func (x *CudaSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[31]
+	mi := &file_grpc_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2026,7 @@ func (x *CudaSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CudaSharedMemoryRegisterResponse.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{31}
+	return file_grpc_service_proto_rawDescGZIP(), []int{32}
 }
 
 type CudaSharedMemoryUnregisterRequest struct {
@@ -1984,7 +2039,7 @@ type CudaSharedMemoryUnregisterRequest struct {
 
 func (x *CudaSharedMemoryUnregisterRequest) Reset() {
 	*x = CudaSharedMemoryUnregisterRequest{}
-	mi := &file_grpc_service_proto_msgTypes[32]
+	mi := &file_grpc_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2051,7 @@ func (x *CudaSharedMemoryUnregisterRequest) String() string {
 func (*CudaSharedMemoryUnregisterRequest) ProtoMessage() {}
 
 func (x *CudaSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[32]
+	mi := &file_grpc_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2064,7 @@ func (x *CudaSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use CudaSharedMemoryUnregisterRequest.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryUnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{32}
+	return file_grpc_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CudaSharedMemoryUnregisterRequest) GetName() string {
@@ -2027,7 +2082,7 @@ type CudaSharedMemoryUnregisterResponse struct {
 
 func (x *CudaSharedMemoryUnregisterResponse) Reset() {
 	*x = CudaSharedMemoryUnregisterResponse{}
-	mi := &file_grpc_service_proto_msgTypes[33]
+	mi := &file_grpc_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2094,7 @@ func (x *CudaSharedMemoryUnregisterResponse) String() string {
 func (*CudaSharedMemoryUnregisterResponse) ProtoMessage() {}
 
 func (x *CudaSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[33]
+	mi := &file_grpc_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2107,7 @@ func (x *CudaSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use CudaSharedMemoryUnregisterResponse.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{33}
+	return file_grpc_service_proto_rawDescGZIP(), []int{34}
 }
 
 // Name, datatype and shape of one tensor; -1 marks a variable dimension.
@@ -2067,7 +2122,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_grpc_service_proto_msgTypes[34]
+	mi := &file_grpc_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2134,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[34]
+	mi := &file_grpc_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2186,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[35]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2198,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[35]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2260,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[36]
+	mi := &file_grpc_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2272,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[36]
+	mi := &file_grpc_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2317,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[40]
+	mi := &file_grpc_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2329,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[40]
+	mi := &file_grpc_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2397,7 @@ type SystemSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = SystemSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_grpc_service_proto_msgTypes[43]
+	mi := &file_grpc_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2409,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*SystemSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[43]
+	mi := &file_grpc_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2422,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protorefl
 
 // Deprecated: Use SystemSharedMemoryStatusResponse_RegionStatus.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusResponse_RegionStatus) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{23, 0}
+	return file_grpc_service_proto_rawDescGZIP(), []int{24, 0}
 }
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) GetName() string {
@@ -2413,7 +2468,7 @@ type CudaSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *CudaSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = CudaSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_grpc_service_proto_msgTypes[45]
+	mi := &file_grpc_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2480,7 @@ func (x *CudaSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*CudaSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *CudaSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[45]
+	mi := &file_grpc_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2493,7 @@ func (x *CudaSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflec
 
 // Deprecated: Use CudaSharedMemoryStatusResponse_RegionStatus.ProtoReflect.Descriptor instead.
 func (*CudaSharedMemoryStatusResponse_RegionStatus) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{29, 0}
+	return file_grpc_service_proto_rawDescGZIP(), []int{30, 0}
 }
 
 func (x *CudaSharedMemoryStatusResponse_RegionStatus) GetName() string {
@@ -2554,7 +2609,10 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\x85\x01\n" +
+	"\x18ModelStreamInferResponse\x12#\n" +
+	"\rerror_message\x18\x01 \x01(\tR\ferrorMessage\x12D\n" +
+	"\x0einfer_response\x18\x02 \x01(\v2\x1d.inference.ModelInferResponseR\rinferResponse\"\xd7\x01\n" +
 	"\x0eInferParameter\x12\x1f\n" +
 	"\n" +
 	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12!\n" +
@@ -2653,7 +2711,7 @@ const file_grpc_service_proto_rawDesc = "" +
 	" CudaSharedMemoryRegisterResponse\"7\n" +
 	"!CudaSharedMemoryUnregisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"$\n" +
-	"\"CudaSharedMemoryUnregisterResponse2\x85\v\n" +
+	"\"CudaSharedMemoryUnregisterResponse2\xe2\v\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -2663,7 +2721,8 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x0eServerMetadata\x12 .inference.ServerMetadataRequest\x1a!.inference.ServerMetadataResponse\"\x00\x12T\n" +
 	"\rModelMetadata\x12\x1f.inference.ModelMetadataRequest\x1a .inference.ModelMetadataResponse\"\x00\x12K\n" +
 	"\n" +
-	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12N\n" +
+	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12[\n" +
+	"\x10ModelStreamInfer\x12\x1c.inference.ModelInferRequest\x1a#.inference.ModelStreamInferResponse\"\x00(\x010\x01\x12N\n" +
 	"\vModelConfig\x12\x1d.inference.ModelConfigRequest\x1a\x1e.inference.ModelConfigResponse\"\x00\x12Z\n" +
 	"\x0fModelStatistics\x12!.inference.ModelStatisticsRequest\x1a\".inference.ModelStatisticsResponse\"\x00\x12u\n" +
 	"\x18SystemSharedMemoryStatus\x12*.inference.SystemSharedMemoryStatusRequest\x1a+.inference.SystemSharedMemoryStatusResponse\"\x00\x12{\n" +
@@ -2685,7 +2744,7 @@ func file_grpc_service_proto_rawDescGZIP() []byte {
 	return file_grpc_service_proto_rawDescData
 }
 
-var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_grpc_service_proto_goTypes = []any{
 	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
 	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
@@ -2699,113 +2758,117 @@ var file_grpc_service_proto_goTypes = []any{
 	(*ModelMetadataResponse)(nil),                        // 9: inference.ModelMetadataResponse
 	(*ModelInferRequest)(nil),                            // 10: inference.ModelInferRequest
 	(*ModelInferResponse)(nil),                           // 11: inference.ModelInferResponse
-	(*InferParameter)(nil),                               // 12: inference.InferParameter
-	(*InferTensorContents)(nil),                          // 13: inference.InferTensorContents
-	(*ModelConfigRequest)(nil),                           // 14: inference.ModelConfigRequest
-	(*ModelConfigResponse)(nil),                          // 15: inference.ModelConfigResponse
-	(*ModelStatisticsRequest)(nil),                       // 16: inference.ModelStatisticsRequest
-	(*StatisticDuration)(nil),                            // 17: inference.StatisticDuration
-	(*InferStatistics)(nil),                              // 18: inference.InferStatistics
-	(*InferBatchStatistics)(nil),                         // 19: inference.InferBatchStatistics
-	(*ModelStatistics)(nil),                              // 20: inference.ModelStatistics
-	(*ModelStatisticsResponse)(nil),                      // 21: inference.ModelStatisticsResponse
-	(*SystemSharedMemoryStatusRequest)(nil),              // 22: inference.SystemSharedMemoryStatusRequest
-	(*SystemSharedMemoryStatusResponse)(nil),             // 23: inference.SystemSharedMemoryStatusResponse
-	(*SystemSharedMemoryRegisterRequest)(nil),            // 24: inference.SystemSharedMemoryRegisterRequest
-	(*SystemSharedMemoryRegisterResponse)(nil),           // 25: inference.SystemSharedMemoryRegisterResponse
-	(*SystemSharedMemoryUnregisterRequest)(nil),          // 26: inference.SystemSharedMemoryUnregisterRequest
-	(*SystemSharedMemoryUnregisterResponse)(nil),         // 27: inference.SystemSharedMemoryUnregisterResponse
-	(*CudaSharedMemoryStatusRequest)(nil),                // 28: inference.CudaSharedMemoryStatusRequest
-	(*CudaSharedMemoryStatusResponse)(nil),               // 29: inference.CudaSharedMemoryStatusResponse
-	(*CudaSharedMemoryRegisterRequest)(nil),              // 30: inference.CudaSharedMemoryRegisterRequest
-	(*CudaSharedMemoryRegisterResponse)(nil),             // 31: inference.CudaSharedMemoryRegisterResponse
-	(*CudaSharedMemoryUnregisterRequest)(nil),            // 32: inference.CudaSharedMemoryUnregisterRequest
-	(*CudaSharedMemoryUnregisterResponse)(nil),           // 33: inference.CudaSharedMemoryUnregisterResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 34: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 35: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 36: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 37: inference.ModelInferRequest.ParametersEntry
-	nil, // 38: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 39: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 40: inference.ModelInferResponse.InferOutputTensor
-	nil, // 41: inference.ModelInferResponse.ParametersEntry
-	nil, // 42: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 43: inference.SystemSharedMemoryStatusResponse.RegionStatus
-	nil, // 44: inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	(*CudaSharedMemoryStatusResponse_RegionStatus)(nil), // 45: inference.CudaSharedMemoryStatusResponse.RegionStatus
-	nil,                 // 46: inference.CudaSharedMemoryStatusResponse.RegionsEntry
-	(*ModelConfig)(nil), // 47: inference.ModelConfig
+	(*ModelStreamInferResponse)(nil),                     // 12: inference.ModelStreamInferResponse
+	(*InferParameter)(nil),                               // 13: inference.InferParameter
+	(*InferTensorContents)(nil),                          // 14: inference.InferTensorContents
+	(*ModelConfigRequest)(nil),                           // 15: inference.ModelConfigRequest
+	(*ModelConfigResponse)(nil),                          // 16: inference.ModelConfigResponse
+	(*ModelStatisticsRequest)(nil),                       // 17: inference.ModelStatisticsRequest
+	(*StatisticDuration)(nil),                            // 18: inference.StatisticDuration
+	(*InferStatistics)(nil),                              // 19: inference.InferStatistics
+	(*InferBatchStatistics)(nil),                         // 20: inference.InferBatchStatistics
+	(*ModelStatistics)(nil),                              // 21: inference.ModelStatistics
+	(*ModelStatisticsResponse)(nil),                      // 22: inference.ModelStatisticsResponse
+	(*SystemSharedMemoryStatusRequest)(nil),              // 23: inference.SystemSharedMemoryStatusRequest
+	(*SystemSharedMemoryStatusResponse)(nil),             // 24: inference.SystemSharedMemoryStatusResponse
+	(*SystemSharedMemoryRegisterRequest)(nil),            // 25: inference.SystemSharedMemoryRegisterRequest
+	(*SystemSharedMemoryRegisterResponse)(nil),           // 26: inference.SystemSharedMemoryRegisterResponse
+	(*SystemSharedMemoryUnregisterRequest)(nil),          // 27: inference.SystemSharedMemoryUnregisterRequest
+	(*SystemSharedMemoryUnregisterResponse)(nil),         // 28: inference.SystemSharedMemoryUnregisterResponse
+	(*CudaSharedMemoryStatusRequest)(nil),                // 29: inference.CudaSharedMemoryStatusRequest
+	(*CudaSharedMemoryStatusResponse)(nil),               // 30: inference.CudaSharedMemoryStatusResponse
+	(*CudaSharedMemoryRegisterRequest)(nil),              // 31: inference.CudaSharedMemoryRegisterRequest
+	(*CudaSharedMemoryRegisterResponse)(nil),             // 32: inference.CudaSharedMemoryRegisterResponse
+	(*CudaSharedMemoryUnregisterRequest)(nil),            // 33: inference.CudaSharedMemoryUnregisterRequest
+	(*CudaSharedMemoryUnregisterResponse)(nil),           // 34: inference.CudaSharedMemoryUnregisterResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 35: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 36: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 37: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 38: inference.ModelInferRequest.ParametersEntry
+	nil, // 39: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 40: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 41: inference.ModelInferResponse.InferOutputTensor
+	nil, // 42: inference.ModelInferResponse.ParametersEntry
+	nil, // 43: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 44: inference.SystemSharedMemoryStatusResponse.RegionStatus
+	nil, // 45: inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	(*CudaSharedMemoryStatusResponse_RegionStatus)(nil), // 46: inference.CudaSharedMemoryStatusResponse.RegionStatus
+	nil,                 // 47: inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	(*ModelConfig)(nil), // 48: inference.ModelConfig
 }
 var file_grpc_service_proto_depIdxs = []int32{
-	34, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	34, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	37, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	35, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	36, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	41, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	40, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
-	47, // 7: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
-	17, // 8: inference.InferStatistics.success:type_name -> inference.StatisticDuration
-	17, // 9: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
-	17, // 10: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
-	17, // 11: inference.InferStatistics.compute_input:type_name -> inference.StatisticDuration
-	17, // 12: inference.InferStatistics.compute_infer:type_name -> inference.StatisticDuration
-	17, // 13: inference.InferStatistics.compute_output:type_name -> inference.StatisticDuration
-	17, // 14: inference.InferStatistics.cache_hit:type_name -> inference.StatisticDuration
-	17, // 15: inference.InferStatistics.cache_miss:type_name -> inference.StatisticDuration
-	17, // 16: inference.InferBatchStatistics.compute_input:type_name -> inference.StatisticDuration
-	17, // 17: inference.InferBatchStatistics.compute_infer:type_name -> inference.StatisticDuration
-	17, // 18: inference.InferBatchStatistics.compute_output:type_name -> inference.StatisticDuration
-	18, // 19: inference.ModelStatistics.inference_stats:type_name -> inference.InferStatistics
-	19, // 20: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
-	20, // 21: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
-	44, // 22: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	46, // 23: inference.CudaSharedMemoryStatusResponse.regions:type_name -> inference.CudaSharedMemoryStatusResponse.RegionsEntry
-	38, // 24: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	13, // 25: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	39, // 26: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	12, // 27: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 28: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 29: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	42, // 30: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	13, // 31: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	12, // 32: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 33: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	43, // 34: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
-	45, // 35: inference.CudaSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.CudaSharedMemoryStatusResponse.RegionStatus
-	0,  // 36: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 37: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 38: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 39: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 40: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	10, // 41: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	14, // 42: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
-	16, // 43: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
-	22, // 44: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
-	24, // 45: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
-	26, // 46: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
-	28, // 47: inference.GRPCInferenceService.CudaSharedMemoryStatus:input_type -> inference.CudaSharedMemoryStatusRequest
-	30, // 48: inference.GRPCInferenceService.CudaSharedMemoryRegister:input_type -> inference.CudaSharedMemoryRegisterRequest
-	32, // 49: inference.GRPCInferenceService.CudaSharedMemoryUnregister:input_type -> inference.CudaSharedMemoryUnregisterRequest
-	1,  // 50: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 51: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 52: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 53: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 54: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	11, // 55: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	15, // 56: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
-	21, // 57: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
-	23, // 58: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
-	25, // 59: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
-	27, // 60: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
-	29, // 61: inference.GRPCInferenceService.CudaSharedMemoryStatus:output_type -> inference.CudaSharedMemoryStatusResponse
-	31, // 62: inference.GRPCInferenceService.CudaSharedMemoryRegister:output_type -> inference.CudaSharedMemoryRegisterResponse
-	33, // 63: inference.GRPCInferenceService.CudaSharedMemoryUnregister:output_type -> inference.CudaSharedMemoryUnregisterResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	35, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	35, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	38, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	36, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	37, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	42, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	41, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	11, // 7: inference.ModelStreamInferResponse.infer_response:type_name -> inference.ModelInferResponse
+	48, // 8: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
+	18, // 9: inference.InferStatistics.success:type_name -> inference.StatisticDuration
+	18, // 10: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
+	18, // 11: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
+	18, // 12: inference.InferStatistics.compute_input:type_name -> inference.StatisticDuration
+	18, // 13: inference.InferStatistics.compute_infer:type_name -> inference.StatisticDuration
+	18, // 14: inference.InferStatistics.compute_output:type_name -> inference.StatisticDuration
+	18, // 15: inference.InferStatistics.cache_hit:type_name -> inference.StatisticDuration
+	18, // 16: inference.InferStatistics.cache_miss:type_name -> inference.StatisticDuration
+	18, // 17: inference.InferBatchStatistics.compute_input:type_name -> inference.StatisticDuration
+	18, // 18: inference.InferBatchStatistics.compute_infer:type_name -> inference.StatisticDuration
+	18, // 19: inference.InferBatchStatistics.compute_output:type_name -> inference.StatisticDuration
+	19, // 20: inference.ModelStatistics.inference_stats:type_name -> inference.InferStatistics
+	20, // 21: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
+	21, // 22: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
+	45, // 23: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	47, // 24: inference.CudaSharedMemoryStatusResponse.regions:type_name -> inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	39, // 25: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	14, // 26: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	40, // 27: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	13, // 28: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 29: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 30: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	43, // 31: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	14, // 32: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	13, // 33: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 34: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	44, // 35: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
+	46, // 36: inference.CudaSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.CudaSharedMemoryStatusResponse.RegionStatus
+	0,  // 37: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	2,  // 38: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	4,  // 39: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	6,  // 40: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	8,  // 41: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	10, // 42: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	10, // 43: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
+	15, // 44: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
+	17, // 45: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
+	23, // 46: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
+	25, // 47: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
+	27, // 48: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
+	29, // 49: inference.GRPCInferenceService.CudaSharedMemoryStatus:input_type -> inference.CudaSharedMemoryStatusRequest
+	31, // 50: inference.GRPCInferenceService.CudaSharedMemoryRegister:input_type -> inference.CudaSharedMemoryRegisterRequest
+	33, // 51: inference.GRPCInferenceService.CudaSharedMemoryUnregister:input_type -> inference.CudaSharedMemoryUnregisterRequest
+	1,  // 52: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	3,  // 53: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	5,  // 54: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	7,  // 55: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	9,  // 56: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	11, // 57: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	12, // 58: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
+	16, // 59: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
+	22, // 60: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
+	24, // 61: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
+	26, // 62: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
+	28, // 63: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
+	30, // 64: inference.GRPCInferenceService.CudaSharedMemoryStatus:output_type -> inference.CudaSharedMemoryStatusResponse
+	32, // 65: inference.GRPCInferenceService.CudaSharedMemoryRegister:output_type -> inference.CudaSharedMemoryRegisterResponse
+	34, // 66: inference.GRPCInferenceService.CudaSharedMemoryUnregister:output_type -> inference.CudaSharedMemoryUnregisterResponse
+	52, // [52:67] is the sub-list for method output_type
+	37, // [37:52] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_grpc_service_proto_init() }
@@ -2814,7 +2877,7 @@ func file_grpc_service_proto_init() {
 		return
 	}
 	file_model_config_proto_init()
-	file_grpc_service_proto_msgTypes[12].OneofWrappers = []any{
+	file_grpc_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*InferParameter_BoolParam)(nil),
 		(*InferParameter_Int64Param)(nil),
 		(*InferParameter_StringParam)(nil),
@@ -2827,7 +2890,7 @@ func file_grpc_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpc_service_proto_rawDesc), len(file_grpc_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
