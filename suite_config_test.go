@@ -63,7 +63,8 @@ func (c *suiteConfig) configLines() []backend.KV {
 // grpcLines are the gRPC clients' config lines, each only when it differs
 // from what every earlier result used: grpc-conns when the suite opens more
 // than one connection per gRPC server, grpc-stream when requests go as
-// messages of ModelStreamInfer calls rather than ModelInfer calls.
+// messages of ModelStreamInfer calls rather than ModelInfer calls,
+// client-poll when the connections' reads look before they sleep.
 func (c *suiteConfig) grpcLines() []backend.KV {
 	var kv []backend.KV
 	if c.flags.grpcConns != 1 {
@@ -71,6 +72,9 @@ func (c *suiteConfig) grpcLines() []backend.KV {
 	}
 	if c.flags.grpcStream {
 		kv = append(kv, backend.KV{Key: "grpc-stream", Value: "on"})
+	}
+	if c.flags.clientPoll > 0 {
+		kv = append(kv, backend.KV{Key: "client-poll", Value: c.flags.clientPoll.String()})
 	}
 	return kv
 }

@@ -33,7 +33,7 @@ type suiteFlags struct {
 	pinned, cold, grpcStream                                                  bool
 	seed                                                                      uint64
 	slo                                                                       string
-	trial, delay, idlePoll                                                    time.Duration
+	trial, delay, idlePoll, clientPoll                                        time.Duration
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
@@ -90,6 +90,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.windowRequests, "window-requests", 50, "windows: responses each window holds at least")
 	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
+	fs.DurationVar(&f.clientPoll, "client-poll", 0, "gRPC transports: how long the suite's connections look for the server's next bytes before a read sleeps (busy CPUs on the client's side, as -idle-poll on the server's; 0: sleep at once; at most 10ms); a config line when set")
 	fs.BoolVar(&f.grpcStream, "grpc-stream", false, "gRPC transports: send requests as messages of one ModelStreamInfer call per connection (Triton's streaming inference, as perf_analyzer --streaming) instead of a ModelInfer call each; a config line when set")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
@@ -265,6 +266,9 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if f.idlePoll < 0 || f.idlePoll > inference.MaxIdlePoll {
 		return nil, badFlag("idle-poll", f.idlePoll.String(), "want 0 to %v", inference.MaxIdlePoll)
+	}
+	if f.clientPoll < 0 || f.clientPoll > inference.MaxIdlePoll {
+		return nil, badFlag("client-poll", f.clientPoll.String(), "want 0 to %v", inference.MaxIdlePoll)
 	}
 	if c.window, err = windowSpec(f, tf); err != nil {
 		return nil, err

@@ -78,6 +78,7 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"max windows", []string{"-max-windows", "2"}, `-max-windows "2": at least 3 windows`},
 		{"grpc conns", []string{"-grpc-conns", "0"}, `-grpc-conns "0": connections per server must be 1 to 64`},
 		{"idle poll", []string{"-idle-poll", "1s"}, `-idle-poll "1s": want 0 to 10ms`},
+		{"client poll", []string{"-client-poll", "-1ms"}, `-client-poll "-1ms": want 0 to 10ms`},
 		{"stability", []string{"-stability", "0"}, `-stability "0": the stability percentage must be positive`},
 		{"scenario", []string{"-scenarios", "Server,Batch"}, `-scenarios "Server,Batch": "Batch" is not one of SingleStream, MultiStream, Server, Offline`},
 		{"csv directory", []string{"-csv", missingDir}, `-csv "` + missingDir + `": the file's directory must exist`},
@@ -165,6 +166,7 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"poll-0.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "0"),
 		"unary.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc"),
 		"stream.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-stream"),
+		"cpoll.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-client-poll", "1ms"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
@@ -174,7 +176,7 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["unary.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt"} {
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

@@ -76,8 +76,12 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 			}
 		}
 	}
-	if f.grpcStream && !slices.ContainsFunc(c.transports, func(tr string) bool { return strings.HasPrefix(tr, grpcT) }) {
+	grpcTransport := slices.ContainsFunc(c.transports, func(tr string) bool { return strings.HasPrefix(tr, grpcT) })
+	if f.grpcStream && !grpcTransport {
 		return badFlag("grpc-stream", "true", "it changes how gRPC requests are sent: add a gRPC transport (-transports grpc, grpc-shm or grpc-cudashm, or a grpc:// target)")
+	}
+	if f.clientPoll > 0 && !grpcTransport {
+		return badFlag("client-poll", f.clientPoll.String(), "it changes how the suite's gRPC connections read: add a gRPC transport (-transports grpc, grpc-shm or grpc-cudashm, or a grpc:// target)")
 	}
 	if c.servers, err = positiveInts("servers", f.servers, "servers"); err != nil {
 		return err

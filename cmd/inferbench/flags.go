@@ -69,7 +69,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.BoolVar(&c.RejectNonFinite, "reject-non-finite", false, "reject inputs holding NaN or Inf (one pass over the data)")
 	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
-	fs.DurationVar(&c.IdlePoll, "idle-poll", 0, "how long an idle worker, and a request's handler, keep looking for work or an answer before they sleep (busy CPUs for lower latency one request at a time; 0: sleep at once; at most 10ms)")
+	fs.DurationVar(&c.IdlePoll, "idle-poll", 0, "how long an idle worker, a request's handler and the reader of an HTTP or gRPC connection keep looking for work, an answer or the next bytes before they sleep (busy CPUs for lower latency one request at a time; 0: sleep at once; at most 10ms)")
 	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the serving, from the end of the warm-up to the end of the drain, to this file")
 	// The front door.

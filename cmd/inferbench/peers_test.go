@@ -51,7 +51,8 @@ func writeFloats(t *testing.T, path string, v []float32) {
 func TestTritonPythonClient(t *testing.T) {
 	py := needTritonclient(t)
 	const side, n, classes = 32, 2, 5
-	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "9")
+	// Reads that look before they sleep (-idle-poll) serve the same.
+	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "9", "-idle-poll", "200us")
 
 	images, logits := inProcess(t, 9, 21, n, side)
 	require.Len(t, logits, n*classes)

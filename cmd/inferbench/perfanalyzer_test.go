@@ -46,7 +46,8 @@ func needPerfAnalyzer(t *testing.T) string {
 }
 
 // TestPerfAnalyzer drives the real command on the CPU back-end with Triton's
-// perf_analyzer over gRPC and HTTP, with and without system shared memory: it
+// perf_analyzer over gRPC (ModelInfer, and ModelStreamInfer with
+// --streaming) and HTTP, with and without system shared memory: it
 // must measure without an error, report a throughput, find the server's
 // statistics (its "Server:" section, from the statistics extension) with as
 // many inferences as it counted requests times the batch, and leave no
@@ -58,22 +59,26 @@ func TestPerfAnalyzer(t *testing.T) {
 	dir := t.TempDir()
 	requests := regexp.MustCompile(`Client:\s+Request count: (\d+)`)
 	inferences := regexp.MustCompile(`Server:\s+Inference count: (\d+)`)
-	for _, proto := range []string{"grpc", "http"} {
+	// grpc-stream is perf_analyzer's --streaming: ModelStreamInfer.
+	for _, proto := range []string{"grpc", "grpc-stream", "http"} {
 		for _, shm := range []string{"none", "system"} {
 			t.Run(proto+"/"+shm, func(t *testing.T) {
-				addr := s.grpc
-				if proto == "http" {
-					addr = s.http
+				addr, args := s.grpc, []string{"-i", "grpc"}
+				switch proto {
+				case "http":
+					addr, args = s.http, []string{"-i", "http"}
+				case "grpc-stream":
+					args = append(args, "--streaming")
 				}
 				csvPath := filepath.Join(dir, proto+"-"+shm+".csv")
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				cmd := exec.CommandContext(ctx, pa, "-m", "resnet18", "-u", addr, "-i", proto, "-b", strconv.Itoa(batch),
+				cmd := exec.CommandContext(ctx, pa, append(args, "-m", "resnet18", "-u", addr, "-b", strconv.Itoa(batch),
 					"--concurrency-range", "2", "--measurement-interval", "300", "--max-trials", "10",
 					// Any three windows will do: this checks that it works,
 					// not what it measures on a busy CI machine.
 					"--stability-percentage", "999",
-					"--shared-memory", shm, "--output-shared-memory-size", strconv.Itoa(4*batch*5), "-f", csvPath)
+					"--shared-memory", shm, "--output-shared-memory-size", strconv.Itoa(4*batch*5), "-f", csvPath)...)
 				out, err := cmd.CombinedOutput()
 				t.Logf("perf_analyzer:\n%s", out)
 				require.NoError(t, err, "server log:\n%s", s.logText())

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/busyread"
 	_ "github.com/inferbench/inferbench/inference/cuda" // registers the "cuda" back-end
 	_ "github.com/inferbench/inferbench/inference/nop"  // registers the "nop" back-end
 	"github.com/inferbench/inferbench/inference/protocol"
@@ -63,7 +64,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory()})
 
-	lns, err := f.listen()
+	lns, err := f.listen(cfg.IdlePoll)
 	if err != nil {
 		srv.Close()
 		return err
@@ -192,10 +193,11 @@ func (f *serveFlags) config() (inference.Config, error) {
 type listeners struct{ http, grpc, metrics net.Listener }
 
 // listen opens every configured address, each limited to f.maxConns
-// connections.
-func (f *serveFlags) listen() (*listeners, error) {
+// connections. With poll (-idle-poll) above 0, reads of the HTTP and gRPC
+// connections look for up to poll before they sleep (busyread).
+func (f *serveFlags) listen(poll time.Duration) (*listeners, error) {
 	var l listeners
-	open := func(addr string) (net.Listener, error) {
+	open := func(addr string, poll time.Duration) (net.Listener, error) {
 		if addr == "" {
 			return nil, nil
 		}
@@ -203,6 +205,7 @@ func (f *serveFlags) listen() (*listeners, error) {
 		if err != nil {
 			return nil, err
 		}
+		ln = busyread.Listener(ln, poll)
 		if f.maxConns > 0 {
 			ln = netutil.LimitListener(ln, f.maxConns)
 		}
@@ -212,8 +215,9 @@ func (f *serveFlags) listen() (*listeners, error) {
 	for _, x := range []struct {
 		addr string
 		ln   *net.Listener
-	}{{f.httpAddr, &l.http}, {f.grpcAddr, &l.grpc}, {f.metricsAddr, &l.metrics}} {
-		if *x.ln, err = open(x.addr); err != nil {
+		poll time.Duration
+	}{{f.httpAddr, &l.http, poll}, {f.grpcAddr, &l.grpc, poll}, {f.metricsAddr, &l.metrics, 0}} {
+		if *x.ln, err = open(x.addr, x.poll); err != nil {
 			l.close()
 			return nil, err
 		}

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
+	"github.com/inferbench/inferbench/inference/busyread"
 	"github.com/inferbench/inferbench/inference/internal/bufpool"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
@@ -38,6 +41,11 @@ type GRPCOptions struct {
 	// A failed request's error has code Unknown and the server's message
 	// (a stream's answer carries no status).
 	Stream bool
+	// ReadPoll, if positive, makes each connection's reads look for the
+	// server's next bytes for up to this long before they sleep (package
+	// busyread), as serve -idle-poll does on the server's side: lower
+	// latency one request at a time, for a CPU kept busy meanwhile.
+	ReadPoll time.Duration
 }
 
 // GRPCClient calls a server's gRPC API over one HTTP/2 connection, or
@@ -81,6 +89,15 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		grpc.WithWriteBufferSize(WriteBufferBytes),
 		experimental.WithBufferPool(grpcBuffers), // reused without clearing (see bufpool)
 	}, opts.DialOptions...)
+	if opts.ReadPoll > 0 {
+		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return busyread.Conn(c, opts.ReadPoll), nil
+		}))
+	}
 	c := &GRPCClient{}
 	for range max(opts.Conns, 1) {
 		conn, err := grpc.NewClient(target, dial...)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -148,13 +149,15 @@ func (f *fixture) grpcClientWith(t testing.TB, o client.GRPCOptions) *client.GRP
 	return c
 }
 
-// clients are the four ways a Go program reaches the server.
+// clients are the ways a Go program reaches the server: HTTP with binary
+// or JSON tensors, gRPC ModelInfer, and gRPC ModelStreamInfer with reads
+// that look before they sleep.
 func (f *fixture) clients(t testing.TB) map[string]client.Client {
 	return map[string]client.Client{
 		"http-binary": f.httpClient(t, false),
 		"http-json":   f.httpClient(t, true),
 		"grpc":        f.grpcClient(t),
-		"grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true}),
+		"grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true, ReadPoll: 200 * time.Microsecond}),
 	}
 }
 

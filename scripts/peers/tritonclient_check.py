@@ -10,7 +10,11 @@ PyPI's tritonclient, HTTP and gRPC, and its system shared-memory helpers
   3. system shared memory: create an input and an output region with the
      client's helpers, register them over each transport, infer with the
      input and the output in shared memory, check the status, unregister,
-     destroy the regions.
+     destroy the regions;
+  4. streaming inference (ModelStreamInfer) through the gRPC client's
+     stream API: several requests on one stream, each answer found by its
+     request id, and a failing request answered with an error on the same
+     stream.
 
 Every logits tensor must equal --want bit for bit (the same server's
 in-process answer, computed by the Go test that runs this script). The
@@ -23,6 +27,7 @@ Prints one "ok" line per check; exits 1 at the first mismatch.
 
 import argparse
 import os
+import queue
 import sys
 
 import numpy as np
@@ -144,10 +149,39 @@ def main():
         shm.destroy_shared_memory_region(in_region)
         shm.destroy_shared_memory_region(out_region)
 
-    # Statistics count what was served: 3 plain and 2 shared-memory requests.
+    # 4. Streaming: answers come through the callback, in any order.
+    answers = queue.Queue()
+    gc.start_stream(callback=lambda result, error: answers.put((result, error)))
+    ids = [f"stream-{i}" for i in range(3)]
+    for rid in ids:
+        inp = grpcclient.InferInput("input", shape, "FP32")
+        inp.set_data_from_numpy(images)
+        gc.async_stream_infer(a.model, [inp], outputs=[grpcclient.InferRequestedOutput("logits")], request_id=rid)
+    for _ in range(len(ids)):
+        result, error = answers.get(timeout=60)
+        if error is not None:
+            fail(f"grpc stream: {error}")
+        rid = result.get_response().id
+        if rid not in ids:
+            fail(f"grpc stream: an answer for request id {rid!r}, sent {ids}")
+        ids.remove(rid)
+        same_bits(f"grpc stream {rid}", result.as_numpy("logits"), want)
+    inp = grpcclient.InferInput("input", shape, "FP32")
+    inp.set_data_from_numpy(images)
+    if ids:
+        fail(f"grpc stream: no answer for {ids}")
+    gc.async_stream_infer("resnet50", [inp], request_id="stream-unknown")
+    result, error = answers.get(timeout=60)
+    if error is None or "unknown model" not in str(error):
+        fail(f"grpc stream: a request for an unknown model answered {result} / {error}")
+    gc.stop_stream()
+    print(f"ok grpc stream: 3 answers found by id, and an error answer: {error}")
+
+    # Statistics count what was served: 3 plain, 2 shared-memory and 3
+    # streamed requests.
     after = inference_count("grpc", gc, a.model)
-    if after - before != 5 * shape[0]:
-        fail(f"statistics: inference_count went from {before} to {after}, want +{5 * shape[0]}")
+    if after - before != 8 * shape[0]:
+        fail(f"statistics: inference_count went from {before} to {after}, want +{8 * shape[0]}")
     print(f"ok statistics: inference_count {before} -> {after}")
     hc.close()
     gc.close()
