@@ -414,16 +414,21 @@ func (pl *planner) destroy() {
 // convolutions from x to y (with residual z) with wsSize bytes of workspace
 // at ws, as the search says.
 func (s search) choose(w *worker, l *convLayer, c *convPlan, x, y, z, ws, wsSize uintptr) (choice, error) {
+	var cands []choice
 	if s.exhaustive {
 		res, err := w.dnn.FindConvForward(c.x, x, l.filter, w.dev.param(l.w), c.conv, c.y, y, ws, wsSize)
 		if err != nil {
 			return choice{}, err
 		}
-		return pick(res, l.relu, wsSize, true)
-	}
-	cands, err := candidates(w, l, c, wsSize)
-	if err != nil {
-		return choice{}, err
+		cands = choices(l, timedTopK(res, wsSize, quickTopK))
+		if len(cands) == 0 {
+			return choice{}, errors.New("no algorithm fits the workspace")
+		}
+	} else {
+		var err error
+		if cands, err = candidates(w, l, c, wsSize); err != nil {
+			return choice{}, err
+		}
 	}
 	var best choice
 	bestTime := -1.0
@@ -457,6 +462,17 @@ func (s search) choose(w *worker, l *convLayer, c *convPlan, x, y, z, ws, wsSize
 	return cands[0], nil
 }
 
+// choices are the algorithms of top as l's forward pass calls them: fused
+// with its bias (and ReLU) when it has a ReLU or the algorithm is the
+// implicit precomputed GEMM.
+func choices(l *convLayer, top []cudnn.AlgoPerf) []choice {
+	out := make([]choice, len(top))
+	for i, r := range top {
+		out[i] = choice{algo: r.Algo, math: r.MathType, ws: r.Memory, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM}
+	}
+	return out
+}
+
 // candidates lists, in the heuristics' order, the first quickTopK distinct
 // algorithms (with their math type) that accept l and need at most limit
 // bytes of workspace, and then the implicit precomputed GEMM algorithm if it
@@ -472,32 +488,26 @@ func candidates(w *worker, l *convLayer, c *convPlan, limit uintptr) ([]choice, 
 	if err != nil {
 		return nil, err
 	}
-	tensorOnly := w.e.net.dataType == cudnn.Half && w.e.net.math == cudnn.TensorOpMath
-	for _, only := range []bool{tensorOnly, false} {
-		var out []choice
-		gemm := false
-		for _, r := range res {
-			if r.Err != nil || (only && r.MathType != cudnn.TensorOpMath) ||
-				(len(out) >= quickTopK && (gemm || r.Algo != cudnn.AlgoImplicitPrecompGEMM)) {
-				continue
-			}
-			if slices.ContainsFunc(out, func(ch choice) bool { return ch.algo == r.Algo && ch.math == r.MathType }) {
-				continue
-			}
-			// The heuristics may under-report workspace: ask for the exact size.
-			if err := c.conv.SetMathType(r.MathType); err != nil {
-				return nil, err
-			}
-			need, err := w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, r.Algo)
-			if err != nil || need > limit {
-				continue
-			}
-			out = append(out, choice{algo: r.Algo, math: r.MathType, ws: need, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM})
-			gemm = gemm || r.Algo == cudnn.AlgoImplicitPrecompGEMM
+	// The heuristics may under-report workspace: ask for the exact size.
+	for i := range res {
+		if res[i].Err != nil {
+			continue
 		}
-		if len(out) > 0 {
-			return out, nil
+		if err := c.conv.SetMathType(res[i].MathType); err != nil {
+			return nil, err
 		}
+		if res[i].Memory, err = w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, res[i].Algo); err != nil {
+			res[i].Err = err
+		}
+	}
+	if w.e.net.dataType == cudnn.Half && w.e.net.math == cudnn.TensorOpMath {
+		tensor := slices.DeleteFunc(slices.Clone(res), func(r cudnn.AlgoPerf) bool { return r.MathType != cudnn.TensorOpMath })
+		if top := timedTopK(tensor, limit, quickTopK); len(top) > 0 {
+			return choices(l, top), nil
+		}
+	}
+	if top := timedTopK(res, limit, quickTopK); len(top) > 0 {
+		return choices(l, top), nil
 	}
 	return nil, errors.New("no algorithm fits the workspace")
 }

@@ -15,7 +15,10 @@ import (
 //     algorithm when it is not among them, each as the call the forward pass
 //     makes;
 //   - exhaustive: time every algorithm with
-//     cudnnFindConvolutionForwardAlgorithmEx.
+//     cudnnFindConvolutionForwardAlgorithmEx, then its first quickTopK that
+//     fit the workspace, plus the implicit precomputed GEMM algorithm, each as
+//     the call the forward pass makes (Find times a plain convolution, and its
+//     fastest can be slow fused: see timedTopK).
 //
 // The two keep apart entries in the algorithm cache. The config line
 // cudnn-search says which one ran.
@@ -51,7 +54,7 @@ func searchFromEnv() search {
 // String is the config line cudnn-search.
 func (s search) String() string {
 	if s.exhaustive {
-		return "exhaustive (cudnnFindConvolutionForwardAlgorithmEx)"
+		return fmt.Sprintf("exhaustive (cudnnFindConvolutionForwardAlgorithmEx, its first %d timed as called)", quickTopK)
 	}
 	v := fmt.Sprintf("quick (heuristics' first %d timed)", quickTopK)
 	if s.bad != "" {
@@ -60,10 +63,11 @@ func (s search) String() string {
 	return v
 }
 
-// keyPart is the search's part of algorithm cache keys.
+// keyPart is the search's part of algorithm cache keys. The exhaustive
+// search's choices before it timed Find's best as called are not reused.
 func (s search) keyPart() string {
 	if s.exhaustive {
-		return "exhaustive|"
+		return "exhaustive-as-called|"
 	}
 	return "quick|"
 }
