@@ -39,7 +39,10 @@ type GRPCOptions struct {
 	// matched to requests by id: a request without one gets one made up,
 	// and a context's deadline is sent as the request's timeout parameter.
 	// A failed request's error has code Unknown and the server's message
-	// (a stream's answer carries no status).
+	// (a stream's answer carries no status). A request's context is watched
+	// from when its message has been handed to gRPC: one stream sends one
+	// message at a time, so a request waits, whatever its context, while
+	// those before it on its connection are sent.
 	Stream bool
 	// ReadPoll, if positive, makes each connection's reads look for the
 	// server's next bytes for up to this long before they sleep (package
