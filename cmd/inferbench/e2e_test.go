@@ -381,6 +381,25 @@ func TestSIGTERMDrains(t *testing.T) {
 	t.Logf("drained %d requests and exited %v after SIGTERM", inflight, time.Since(start))
 }
 
+// TestSIGTERMEndsOpenStreams: a client that keeps a ModelStreamInfer call
+// open (as Triton's clients and perf_analyzer --streaming do) does not hold
+// the drain up: the server ends the call and exits cleanly well within its
+// grace period.
+func TestSIGTERMEndsOpenStreams(t *testing.T) {
+	s := startServer(t, "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-drain-delay", "0s", "-grace", "60s")
+	gc, err := client.NewGRPC(s.grpc, client.GRPCOptions{Stream: true})
+	require.NoError(t, err)
+	defer gc.Close()
+	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	_, err = gc.Infer(context.Background(), req)
+	require.NoError(t, err, "the stream is open")
+	err, took := s.stop(t)
+	require.NoError(t, err, "exit status\n%s", s.logText())
+	assert.Less(t, took, 20*time.Second, "exited %v after SIGTERM", took)
+	_, err = gc.Infer(context.Background(), req)
+	assert.Error(t, err, "the stream ended with the server")
+}
+
 // TestServeWritesCPUProfile checks -cpuprofile: the file holds a pprof
 // profile (gzip-compressed protobuf) once the server has drained, and a path
 // that cannot be created stops the server before it serves, naming the flag.

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
@@ -28,6 +30,9 @@ const StreamInflight = 64
 // bounds every request on it; a request's own timeout parameter still
 // applies. When the client closes its side, the call ends after the last
 // answer; when the call ends early, requests still in flight are cancelled.
+// When the server drains, the call takes no more requests and ends, once the
+// ones it took are answered, with Unavailable, so that an open stream does
+// not hold the drain up.
 func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.ModelInferRequest, v2pb.ModelStreamInferResponse]) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -36,7 +41,6 @@ func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.Model
 		sendErr error
 		wg      sync.WaitGroup
 	)
-	slots := make(chan struct{}, StreamInflight)
 	send := func(a *v2pb.ModelStreamInferResponse) {
 		sendMu.Lock()
 		defer sendMu.Unlock()
@@ -46,36 +50,65 @@ func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.Model
 			}
 		}
 	}
-	var recvErr error
+	// Recv runs in a goroutine of its own, so that a drain ends the call
+	// while it waits; gRPC interrupts it when the call ends.
+	reqs, recvErr := make(chan *v2pb.ModelInferRequest), make(chan error, 1)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	slots := make(chan struct{}, StreamInflight)
+	var end error
+serve:
 	for {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
+			end = ctx.Err()
+			break serve
+		case <-g.s.drained:
+			break serve
 		}
-		if ctx.Err() != nil {
-			recvErr = ctx.Err()
-			break
-		}
-		r, err := stream.Recv()
-		if err != nil {
-			<-slots
+		select {
+		case r := <-reqs:
+			wg.Go(func() {
+				defer func() { <-slots }()
+				send(g.s.streamAnswer(ctx, r))
+			})
+		case err := <-recvErr:
 			if !errors.Is(err, io.EOF) {
-				recvErr = err
+				end = err
 			}
-			break
+			break serve
+		case <-ctx.Done():
+			end = ctx.Err()
+			break serve
+		case <-g.s.drained:
+			break serve
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			send(g.s.streamAnswer(ctx, r))
-		})
 	}
 	wg.Wait()
 	sendMu.Lock()
 	defer sendMu.Unlock()
-	if sendErr != nil {
+	switch {
+	case sendErr != nil:
 		return sendErr
+	case end != nil:
+		return end
+	case g.s.Draining():
+		return status.Error(codes.Unavailable, "inferbench: the server is draining: this stream takes no more requests")
 	}
-	return recvErr
+	return nil
 }
 
 // streamAnswer serves one request of a stream.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
@@ -105,4 +107,31 @@ func TestStreamAdmitsAtMostStreamInflight(t *testing.T) {
 		seen[a.GetInferResponse().GetId()] = true
 	}
 	assert.Len(t, seen, protocol.StreamInflight+extra)
+}
+
+// When the server drains, a stream answers what it took and then ends with
+// Unavailable, whether it holds a request or sits idle: an open stream does
+// not hold the drain up.
+func TestStreamEndsWhenTheServerDrains(t *testing.T) {
+	f := newFixture(t, fixtureOpts{gated: true})
+	api := f.grpcClient(t).API()
+	busy, err := api.ModelStreamInfer(context.Background())
+	require.NoError(t, err)
+	idle, err := api.ModelStreamInfer(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, busy.Send(streamRequest("held", "resnet18", randomImages(4, 1))))
+	require.Eventually(t, func() bool { return f.gate.waiting.Load() == 1 }, 10*time.Second, time.Millisecond)
+
+	f.svc.Drain()
+	_, err = idle.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "the idle stream: %v", err)
+	assert.ErrorContains(t, err, "draining")
+
+	f.gate.release()
+	a, err := busy.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "held", a.GetInferResponse().GetId())
+	assert.Empty(t, a.GetErrorMessage())
+	_, err = busy.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "the busy stream, after its answer: %v", err)
 }
