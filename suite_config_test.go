@@ -64,7 +64,8 @@ func (c *suiteConfig) configLines() []backend.KV {
 // from what every earlier result used: grpc-conns when the suite opens more
 // than one connection per gRPC server, grpc-stream when requests go as
 // messages of ModelStreamInfer calls rather than ModelInfer calls,
-// client-poll when the connections' reads look before they sleep.
+// client-poll when the connections' reads (HTTP's too) look before they
+// sleep.
 func (c *suiteConfig) grpcLines() []backend.KV {
 	var kv []backend.KV
 	if c.flags.grpcConns != 1 {

@@ -90,7 +90,7 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.windowRequests, "window-requests", 50, "windows: responses each window holds at least")
 	fs.Float64Var(&f.stability, "stability", loadgen.DefaultStability, "windows: largest spread of the last three windows' throughput and median latency, in percent")
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
-	fs.DurationVar(&f.clientPoll, "client-poll", 0, "gRPC transports: how long the suite's connections look for the server's next bytes before a read sleeps (busy CPUs on the client's side, as -idle-poll on the server's; 0: sleep at once; at most 10ms); a config line when set")
+	fs.DurationVar(&f.clientPoll, "client-poll", 0, "wire transports: how long the suite's connections look for the server's next bytes before a read sleeps (busy CPUs on the client's side, as -idle-poll on the server's; 0: sleep at once; at most 10ms); a config line when set")
 	fs.BoolVar(&f.grpcStream, "grpc-stream", false, "gRPC transports: send requests as messages of one ModelStreamInfer call per connection (Triton's streaming inference, as perf_analyzer --streaming) instead of a ModelInfer call each; a config line when set")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")

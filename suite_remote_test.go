@@ -25,7 +25,7 @@ func dial(scheme, addr string) (wireClient, error) {
 	if scheme == grpcT {
 		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll})
 	}
-	return client.NewHTTP("http://"+addr, client.HTTPOptions{})
+	return client.NewHTTP("http://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll})
 }
 
 // remoteModel is what a server's metadata says of the model the suite

@@ -117,16 +117,16 @@ func TestSuiteBinaryServesTheNopBackend(t *testing.T) {
 
 // With -grpc-stream the gRPC transports send every request as a message of a
 // ModelStreamInfer call per connection, with -client-poll the connections'
-// reads look before they sleep, and the results say so.
+// reads (HTTP's too) look before they sleep, and the results say so.
 func TestSuiteBinaryStreamsOverGRPC(t *testing.T) {
 	flags := slices.Clone(tinySuite)
 	flags[slices.Index(flags, "-backends")+1] = "nop"
 	stdout, stderr, code := suiteBinary(t, append([]string{"-test.bench", "Server$", "-test.benchtime", "20x",
-		"-transports", "grpc,grpc-shm", "-grpc-stream", "-client-poll", "200us", "-grpc-conns", "2", "-loads", "closed", "-serve-bin", testServeBin(t)}, flags...)...)
+		"-transports", "grpc,grpc-shm,http-shm", "-grpc-stream", "-client-poll", "200us", "-grpc-conns", "2", "-loads", "closed", "-serve-bin", testServeBin(t)}, flags...)...)
 	require.Zero(t, code, "stderr: %s", stderr)
 	assert.Contains(t, stdout, "\ngrpc-stream: on\nclient-poll: 200µs\n")
 	got := byTransport(t, results(t, stdout))
-	for _, tr := range []string{"grpc", "grpc-shm"} {
+	for _, tr := range []string{"grpc", "grpc-shm", "http-shm"} {
 		r := got[tr]
 		require.NotNil(t, r, "transport %s: stdout: %s", tr, stdout)
 		assert.Positive(t, value(t, r, "p50-latency-ns"), tr)
@@ -235,7 +235,7 @@ func TestWireFlagErrors(t *testing.T) {
 		{"serve-bin not executable", []string{"-transports", "grpc", "-serve-bin", notExec}, `not an executable file`},
 		{"model name", []string{"-model-name", ""}, `-model-name "": give the model's name`},
 		{"stream without gRPC", []string{"-grpc-stream", "-transports", "inproc,http"}, `-grpc-stream "true": it changes how gRPC requests are sent: add a gRPC transport`},
-		{"client poll without gRPC", []string{"-client-poll", "1ms"}, `-client-poll "1ms": it changes how the suite's gRPC connections read: add a gRPC transport`},
+		{"client poll without gRPC", []string{"-client-poll", "1ms"}, `-client-poll "1ms": it changes how the suite's connections read: add a wire transport`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseSuiteFlags(t, noGPU, "Server", "100x", tc.args...)

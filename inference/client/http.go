@@ -26,6 +26,10 @@ type HTTPOptions struct {
 	MaxConnsPerHost int
 	// MaxResponseBytes bounds a response body; 0 means 1 GiB.
 	MaxResponseBytes int64
+	// ReadPoll, if positive, makes each connection's reads look for the
+	// server's next bytes for up to this long before they sleep (package
+	// busyread), as GRPCOptions.ReadPoll does.
+	ReadPoll time.Duration
 	// Transport, if set, is used instead of one made from the fields above.
 	Transport http.RoundTripper
 }
@@ -53,7 +57,7 @@ func NewHTTP(baseURL string, opts HTTPOptions) (*HTTPClient, error) {
 	if rt == nil {
 		rt = &http.Transport{
 			Proxy:                 nil, // a benchmark client never goes through a proxy
-			DialContext:           directDialer((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
+			DialContext:           directDialer((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext, opts.ReadPoll),
 			MaxIdleConns:          opts.MaxConnsPerHost,
 			MaxIdleConnsPerHost:   opts.MaxConnsPerHost,
 			MaxConnsPerHost:       opts.MaxConnsPerHost,

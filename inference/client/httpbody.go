@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"net"
+	"time"
+
+	"github.com/inferbench/inferbench/inference/busyread"
 )
 
 // An inference request's HTTP body is the JSON header followed by the
@@ -113,13 +116,14 @@ func (c directConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
-// directDialer wraps the connections dial makes in directConn.
-func directDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// directDialer wraps the connections dial makes in directConn, their reads
+// looking for up to poll before they sleep (busyread).
+func directDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), poll time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return directConn{c}, nil
+		return directConn{busyread.Conn(c, poll)}, nil
 	}
 }

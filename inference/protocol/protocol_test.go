@@ -150,11 +150,15 @@ func (f *fixture) grpcClientWith(t testing.TB, o client.GRPCOptions) *client.GRP
 }
 
 // clients are the ways a Go program reaches the server: HTTP with binary
-// or JSON tensors, gRPC ModelInfer, and gRPC ModelStreamInfer with reads
-// that look before they sleep.
+// tensors (and reads that look before they sleep) or JSON tensors, gRPC
+// ModelInfer, and gRPC ModelStreamInfer with reads that look.
 func (f *fixture) clients(t testing.TB) map[string]client.Client {
+	poll, err := client.NewHTTP(f.http.URL, client.HTTPOptions{ReadPoll: 200 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { poll.Close() })
 	return map[string]client.Client{
 		"http-binary": f.httpClient(t, false),
+		"http-poll":   poll,
 		"http-json":   f.httpClient(t, true),
 		"grpc":        f.grpcClient(t),
 		"grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true, ReadPoll: 200 * time.Microsecond}),
