@@ -86,6 +86,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	grpcSrv := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{
 		MaxMessageBytes: int(svc.MaxBodyBytes()), MaxStreams: uint32(f.grpcMaxStreams), IdleTimeout: f.idleTimeout,
+		StreamWindow: int32(f.grpcWindow),
 	})...)
 	svc.RegisterGRPC(grpcSrv)
 	metricsSrv := &http.Server{Handler: metricsHandler(svc), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
