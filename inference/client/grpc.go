@@ -121,11 +121,15 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 // API is the generated stub, for calls this package does not wrap.
 func (c *GRPCClient) API() v2pb.GRPCInferenceServiceClient { return c.infer[0] }
 
-// Close closes the connections.
+// Close closes the connections and ends the streams of GRPCOptions.Stream:
+// calls waiting on them fail.
 func (c *GRPCClient) Close() error {
 	var errs []error
 	for _, conn := range c.conns {
 		errs = append(errs, conn.Close())
+	}
+	for _, s := range c.streams {
+		s.close()
 	}
 	return errors.Join(errs...)
 }

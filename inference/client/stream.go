@@ -21,11 +21,13 @@ import (
 // it fails.
 type inferStream struct {
 	api      v2pb.GRPCInferenceServiceClient
-	maxBytes int // GRPCOptions.MaxMessageBytes
+	maxBytes int            // GRPCOptions.MaxMessageBytes
+	receive  sync.WaitGroup // the calls' receive goroutines: GRPCClient.Close waits for them
 
-	mu   sync.Mutex
-	cur  *streamCall // nil until first use and after a failure
-	next uint64      // for the ids the client makes up
+	mu     sync.Mutex
+	cur    *streamCall // nil until first use and after a failure
+	next   uint64      // for the ids the client makes up
+	closed bool        // by close: no call opens any more
 }
 
 // streamCall is one ModelStreamInfer call and the requests waiting on it.
@@ -54,6 +56,9 @@ func (s *inferStream) call() (*streamCall, error) {
 	if c := s.cur; c != nil && c.failed() == nil {
 		return c, nil
 	}
+	if s.closed {
+		return nil, errors.New("client: closed")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := s.api.ModelStreamInfer(ctx)
 	if err != nil {
@@ -62,8 +67,20 @@ func (s *inferStream) call() (*streamCall, error) {
 	}
 	c := &streamCall{st: st, cancel: cancel, waiting: map[string]chan streamAnswer{}}
 	s.cur = c
-	go c.receive()
+	s.receive.Go(c.receive)
 	return c, nil
+}
+
+// close ends the running call, if any, and waits for every call's receive
+// goroutine to return.
+func (s *inferStream) close() {
+	s.mu.Lock()
+	s.closed = true
+	if c := s.cur; c != nil {
+		c.fail(errors.New("client: closed"))
+	}
+	s.mu.Unlock()
+	s.receive.Wait()
 }
 
 func (c *streamCall) failed() error {

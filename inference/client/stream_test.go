@@ -72,6 +72,12 @@ func (p *streamPeer) ModelStreamInfer(st grpc.BidiStreamingServer[v2pb.ModelInfe
 	}
 }
 
+func (p *streamPeer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.seen)
+}
+
 func (p *streamPeer) last() *v2pb.ModelInferRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -96,7 +102,7 @@ func streamClient(t *testing.T) (*client.GRPCClient, *streamPeer) {
 }
 
 func TestGRPCStreamMatchesAnswersSentOutOfOrder(t *testing.T) {
-	c, _ := streamClient(t)
+	c, p := streamClient(t)
 	var wg sync.WaitGroup
 	got := make([]*client.InferResponse, 2)
 	for i, id := range []string{"first", "second"} {
@@ -105,7 +111,8 @@ func TestGRPCStreamMatchesAnswersSentOutOfOrder(t *testing.T) {
 			assert.NoError(t, err)
 			got[i] = resp
 		})
-		time.Sleep(20 * time.Millisecond) // "first" is sent first
+		// "first" reaches the peer first, and is answered last.
+		require.Eventually(t, func() bool { return p.count() == i+1 }, 5*time.Second, time.Millisecond)
 	}
 	wg.Wait()
 	require.NotNil(t, got[0])
@@ -195,4 +202,25 @@ func TestGRPCStreamErrors(t *testing.T) {
 	p.mu.Lock()
 	assert.Equal(t, 2, p.opened)
 	p.mu.Unlock()
+}
+
+// Close ends the stream: a request waiting on it fails, Close returns once the
+// stream's goroutine has, and a later request fails at once.
+func TestGRPCStreamCloseEndsTheStream(t *testing.T) {
+	c, p := streamClient(t)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := c.Infer(context.Background(), &client.InferRequest{Model: "hang"})
+		waiting <- err
+	}()
+	require.Eventually(t, func() bool { return p.count() == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, c.Close())
+	select {
+	case err := <-waiting:
+		assert.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting request was not answered by Close")
+	}
+	_, err := c.Infer(context.Background(), &client.InferRequest{Model: "echo"})
+	assert.Error(t, err)
 }

@@ -51,7 +51,9 @@ func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.Model
 		}
 	}
 	// Recv runs in a goroutine of its own, so that a drain ends the call
-	// while it waits; gRPC interrupts it when the call ends.
+	// while it waits. It is the one goroutine here that the handler does not
+	// wait for: it returns when the call ends, and gRPC ends the call when the
+	// handler returns (cancelling the stream's context interrupts Recv).
 	reqs, recvErr := make(chan *v2pb.ModelInferRequest), make(chan error, 1)
 	go func() {
 		for {
