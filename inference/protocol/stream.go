@@ -6,9 +6,11 @@ import (
 	"io"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
@@ -16,7 +18,10 @@ import (
 // StreamInflight bounds the requests of one ModelStreamInfer call that are
 // being served at once: past it, the stream's next request is not read until
 // one of them is answered, so a client that sends faster than it reads
-// answers is held back by HTTP/2 flow control.
+// answers is held back by HTTP/2 flow control. The requests being served
+// also hold at most twice the Service's MaxBodyBytes of messages (a
+// request's own size counts as at most that): a call holds no more than two
+// largest requests and the one being read, where ModelInfer holds one a call.
 const StreamInflight = 64
 
 // ModelStreamInfer is Triton's streaming inference: the call carries any
@@ -70,6 +75,8 @@ func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.Model
 		}
 	}()
 	slots := make(chan struct{}, StreamInflight)
+	budget := 2 * g.s.opts.MaxBodyBytes
+	held := semaphore.NewWeighted(budget)
 	var end error
 serve:
 	for {
@@ -83,8 +90,17 @@ serve:
 		}
 		select {
 		case r := <-reqs:
+			size := min(int64(proto.Size(r)), budget/2)
+			if err := held.Acquire(ctx, size); err != nil {
+				<-slots
+				end = err
+				break serve
+			}
 			wg.Go(func() {
-				defer func() { <-slots }()
+				defer func() {
+					held.Release(size)
+					<-slots
+				}()
 				send(g.s.streamAnswer(ctx, r))
 			})
 		case err := <-recvErr:

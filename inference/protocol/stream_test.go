@@ -135,3 +135,28 @@ func TestStreamEndsWhenTheServerDrains(t *testing.T) {
 	_, err = busy.Recv()
 	assert.Equal(t, codes.Unavailable, status.Code(err), "the busy stream, after its answer: %v", err)
 }
+
+// A stream's requests being served hold at most twice the largest message
+// the server takes: with the body limit just above one 8-image request, a
+// client that sends four of them has two admitted while the back-end is
+// held, and the other two once those are answered.
+func TestStreamHoldsAtMostTwoLargestRequests(t *testing.T) {
+	const n = 8
+	limit := int64(n*3*side*side*4 + 4096)
+	f := newFixture(t, fixtureOpts{gated: true, opts: protocol.Options{MaxBodyBytes: limit}})
+	st, err := f.grpcClient(t).API().ModelStreamInfer(context.Background())
+	require.NoError(t, err)
+	images := randomImages(6, n)
+	for i := range 4 {
+		require.NoError(t, st.Send(streamRequest(fmt.Sprint(i), "resnet18", images)))
+	}
+	require.Eventually(t, func() bool { return f.srv.Stats().Accepted >= 2 }, 10*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time to admit more, were it allowed
+	assert.Equal(t, uint64(2), f.srv.Stats().Accepted)
+	f.gate.release()
+	for range 4 {
+		a, err := st.Recv()
+		require.NoError(t, err)
+		require.Empty(t, a.GetErrorMessage())
+	}
+}
