@@ -19,9 +19,11 @@ import (
 // being served at once: past it, the stream's next request is not read until
 // one of them is answered, so a client that sends faster than it reads
 // answers is held back by HTTP/2 flow control. The requests being served
-// also hold at most twice the Service's MaxBodyBytes of messages (a
-// request's own size counts as at most that): a call holds no more than two
-// largest requests and the one being read, where ModelInfer holds one a call.
+// also hold at most twice the Service's MaxBodyBytes of messages: a call
+// holds no more than two largest requests being served and two read but not
+// yet admitted, where ModelInfer holds one a call. One weighted semaphore keeps both bounds: a
+// request weighs its message's size, at least 1/StreamInflight of the
+// budget and at most half of it.
 const StreamInflight = 64
 
 // ModelStreamInfer is Triton's streaming inference: the call carries any
@@ -74,33 +76,21 @@ func (g grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[v2pb.Model
 			}
 		}
 	}()
-	slots := make(chan struct{}, StreamInflight)
-	budget := 2 * g.s.opts.MaxBodyBytes
+	unit := (2*g.s.opts.MaxBodyBytes + StreamInflight - 1) / StreamInflight
+	budget := unit * StreamInflight
 	held := semaphore.NewWeighted(budget)
 	var end error
 serve:
 	for {
 		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			end = ctx.Err()
-			break serve
-		case <-g.s.drained:
-			break serve
-		}
-		select {
 		case r := <-reqs:
-			size := min(int64(proto.Size(r)), budget/2)
-			if err := held.Acquire(ctx, size); err != nil {
-				<-slots
+			weight := max(unit, min(int64(proto.Size(r)), budget/2))
+			if err := held.Acquire(ctx, weight); err != nil {
 				end = err
 				break serve
 			}
 			wg.Go(func() {
-				defer func() {
-					held.Release(size)
-					<-slots
-				}()
+				defer held.Release(weight)
 				send(g.s.streamAnswer(ctx, r))
 			})
 		case err := <-recvErr:
