@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,10 +24,10 @@ type inferStream struct {
 	api      v2pb.GRPCInferenceServiceClient
 	maxBytes int            // GRPCOptions.MaxMessageBytes
 	receive  sync.WaitGroup // the calls' receive goroutines: GRPCClient.Close waits for them
+	next     atomic.Uint64  // for the ids the client makes up
 
 	mu     sync.Mutex
 	cur    *streamCall // nil until first use and after a failure
-	next   uint64      // for the ids the client makes up
 	closed bool        // by close: no call opens any more
 }
 
@@ -160,10 +161,7 @@ func (s *inferStream) infer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 	}
 	ownID := r.Id != ""
 	if !ownID {
-		s.mu.Lock()
-		s.next++
-		r.Id = madeUpID + strconv.FormatUint(s.next, 10)
-		s.mu.Unlock()
+		r.Id = madeUpID + strconv.FormatUint(s.next.Add(1), 10)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		if _, set := r.Parameters["timeout"]; !set {
