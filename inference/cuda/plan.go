@@ -159,7 +159,7 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 		return choice{}, errors.New("no algorithm fits the workspace")
 	}
 	if relu {
-		return choice{algo: best.Algo, math: best.MathType, ws: best.Memory, fused: true}, nil
+		return asCalled(relu, *best), nil
 	}
 	if best.Algo != cudnn.AlgoImplicitPrecompGEMM {
 		for i := range results {
@@ -171,7 +171,7 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 			}
 		}
 	}
-	return choice{algo: best.Algo, math: best.MathType, ws: best.Memory, fused: best.Algo == cudnn.AlgoImplicitPrecompGEMM}, nil
+	return asCalled(relu, *best), nil
 }
 
 // prepare plans every batch size of Options.Batches, measuring algorithms on w
@@ -462,13 +462,18 @@ func (s search) choose(w *worker, l *convLayer, c *convPlan, x, y, z, ws, wsSize
 	return cands[0], nil
 }
 
-// choices are the algorithms of top as l's forward pass calls them: fused
-// with its bias (and ReLU) when it has a ReLU or the algorithm is the
-// implicit precomputed GEMM.
+// asCalled is algorithm r as the forward pass calls it for a convolution
+// with or without a ReLU: fused with its bias (and ReLU) when it has a ReLU
+// or the algorithm is the implicit precomputed GEMM.
+func asCalled(relu bool, r cudnn.AlgoPerf) choice {
+	return choice{algo: r.Algo, math: r.MathType, ws: r.Memory, fused: relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM}
+}
+
+// choices are the algorithms of top as l's forward pass calls them.
 func choices(l *convLayer, top []cudnn.AlgoPerf) []choice {
 	out := make([]choice, len(top))
 	for i, r := range top {
-		out[i] = choice{algo: r.Algo, math: r.MathType, ws: r.Memory, fused: l.relu || r.Algo == cudnn.AlgoImplicitPrecompGEMM}
+		out[i] = asCalled(l.relu, r)
 	}
 	return out
 }
