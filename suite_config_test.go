@@ -57,16 +57,16 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if f.idlePoll > 0 {
 		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
 	}
-	return append(lines, c.grpcLines()...)
+	return append(lines, c.clientLines()...)
 }
 
-// grpcLines are the gRPC clients' config lines, each only when it differs
+// clientLines are the suite's clients' config lines, each only when it differs
 // from what every earlier result used: grpc-conns when the suite opens more
 // than one connection per gRPC server, grpc-stream when requests go as
 // messages of ModelStreamInfer calls rather than ModelInfer calls,
 // client-poll when the connections' reads (HTTP's too) look before they
 // sleep.
-func (c *suiteConfig) grpcLines() []backend.KV {
+func (c *suiteConfig) clientLines() []backend.KV {
 	var kv []backend.KV
 	if c.flags.grpcConns != 1 {
 		kv = append(kv, backend.KV{Key: "grpc-conns", Value: strconv.Itoa(c.flags.grpcConns)})
@@ -98,7 +98,7 @@ func (c *suiteConfig) targetLines() []backend.KV {
 		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},
 		backend.KV{Key: "window", Value: c.windowLine()},
-	), c.grpcLines()...)
+	), c.clientLines()...)
 }
 
 // windowLine describes the measurement windows: "off", or their minimum
