@@ -2,10 +2,8 @@ package protocol_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"testing"
 	"time"
 
@@ -14,30 +12,24 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
 // streamRequest is a ModelInferRequest of images as raw FP32 contents.
 func streamRequest(id, model string, images []float32) *v2pb.ModelInferRequest {
-	raw := make([]byte, 4*len(images))
-	for i, v := range images {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
-	}
-	n := int64(len(images) / (3 * side * side))
+	shape := []int64{int64(len(images) / (3 * side * side)), 3, side, side}
 	return &v2pb.ModelInferRequest{Id: id, ModelName: model,
-		Inputs:           []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input", Datatype: "FP32", Shape: []int64{n, 3, side, side}}},
-		RawInputContents: [][]byte{raw}}
+		Inputs:           []*v2pb.ModelInferRequest_InferInputTensor{{Name: "input", Datatype: "FP32", Shape: shape}},
+		RawInputContents: [][]byte{client.FP32("input", shape, images).Data}}
 }
 
 func rawLogits(t *testing.T, r *v2pb.ModelInferResponse) []float32 {
 	t.Helper()
 	require.Len(t, r.GetRawOutputContents(), 1)
-	raw := r.GetRawOutputContents()[0]
-	v := make([]float32, len(raw)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
+	v, err := client.Tensor{Datatype: "FP32", Data: r.GetRawOutputContents()[0]}.Float32s()
+	require.NoError(t, err)
 	return v
 }
 
