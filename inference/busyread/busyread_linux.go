@@ -34,15 +34,17 @@ func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return c.TCPConn.Read(p)
 	}
+	// One closure a Read, not one a look: the spin allocates nothing.
+	n, empty := 0, false
+	look := func(fd uintptr) bool {
+		var err error
+		n, err = syscall.Read(int(fd), p)
+		empty = err == syscall.EAGAIN
+		return true // never wait in the poller here
+	}
 	var start time.Time
 	for i := 0; ; i++ {
-		n, empty := 0, false
-		if err := c.raw.Read(func(fd uintptr) bool {
-			var rerr error
-			n, rerr = syscall.Read(int(fd), p)
-			empty = rerr == syscall.EAGAIN
-			return true // never wait in the poller here
-		}); err != nil {
+		if err := c.raw.Read(look); err != nil {
 			break
 		}
 		if n > 0 {
