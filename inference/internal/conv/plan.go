@@ -58,3 +58,16 @@ func (l *Layer) split(n, t int) int {
 	}
 	return best
 }
+
+// winoTasksPerThread is how many tasks a Winograd layer gives each thread
+// when its tiles allow (at 6 tiles a task at least, tb at most). A task
+// reads its channel group's weights, so few large tasks read less, but the
+// threads of a shared host run at uneven speeds, and small tasks let the
+// others take over from a slow one. On H200 machines' hosts (16 Xeon
+// vCPUs), 8 tasks a thread rather than 2 gave batch 1 on 16 threads 5.9 %
+// more images/s in one call (p = 0.002, n = 29) and 2.4 % in another (p =
+// 0.11, n = 23), and batch 8 on 16 threads 2.8 % (p = 0.22), leaving 2
+// threads unchanged; a makespan model that picked fewer, larger tasks (one
+// round of them) lost 11 % at batch 1 on 16 threads
+// (results/nvidia-h200-host/cpu-wino-tasks-6b7959c).
+const winoTasksPerThread = 8

@@ -76,9 +76,9 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 			}
 		}
 		// Tiles per task: at most tb, fewer (in sixes, the kernels'
-		// pixels) when that leaves threads idle.
+		// pixels) until each thread has winoTasksPerThread tasks.
 		tiles, t := n*wg.th*wg.tw, r.threads.Threads()
-		per := (tiles*len(l.groups) + 2*t - 1) / (2 * t)
+		per := (tiles*len(l.groups) + winoTasksPerThread*t - 1) / (winoTasksPerThread * t)
 		r.rows = min(wg.tb, max(6, (per+5)/6*6))
 		blocks := (tiles + r.rows - 1) / r.rows
 		r.op, r.l, r.n, r.in, r.out, r.res = opWinograd, l, n, in, out, res
