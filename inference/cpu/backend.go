@@ -8,9 +8,9 @@
 // of the pass, split across the cores (see package conv). Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
-// applied as each output tile leaves the registers. With AVX-512, the 3x3
-// stride-1 layers run as Winograd F(2x2, 3x3) (conv.WinogradEnv=off turns
-// it off).
+// applied as each output tile leaves the registers. With AVX-512 the 3x3
+// stride-1 layers run as Winograd F(2x2, 3x3), and with AVX2 those of up to
+// 256 channels (conv.WinogradEnv=off turns it off).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch

@@ -78,11 +78,11 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 		// Tiles per task: at most tb, fewer (in sixes, the kernels'
 		// pixels) until each thread has winoTasksPerThread tasks.
 		tiles, t := n*wg.th*wg.tw, r.threads.Threads()
-		per := (tiles*len(l.groups) + winoTasksPerThread*t - 1) / (winoTasksPerThread * t)
+		per := (tiles*wg.nsets() + winoTasksPerThread*t - 1) / (winoTasksPerThread * t)
 		r.rows = min(wg.tb, max(6, (per+5)/6*6))
 		blocks := (tiles + r.rows - 1) / r.rows
 		r.op, r.l, r.n, r.in, r.out, r.res = opWinograd, l, n, in, out, res
-		return r.run(blocks * len(l.groups))
+		return r.run(blocks * wg.nsets())
 	}
 	rows := n * l.out.H
 	blocks := l.split(n, r.threads.Threads())

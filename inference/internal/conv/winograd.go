@@ -11,12 +11,14 @@ import (
 // channel instead of 36. Over the channels the 16 element-wise products are
 // 16 matrix products (tiles x input channels times input channels x output
 // channels), which the direct convolution's kernels compute as 1x1
-// convolutions. A task takes a block of tiles and one channel group:
+// convolutions. A task takes a block of tiles and a set of channel groups
+// of at most 64 output channels (one avx512 group, four avx2 ones):
 //
 //  1. it transforms the input of its tiles (Bᵀ d B, 16 values a channel)
 //     into per-thread scratch, one plane of tiles x channels per position;
-//  2. for each of the 16 positions it multiplies that plane by the
-//     transformed weights of its group (G g Gᵀ, packed once at NewLayer);
+//  2. for each group of the set and each of the 16 positions it multiplies
+//     that plane by the group's transformed weights (G g Gᵀ, packed once
+//     at NewLayer);
 //  3. it transforms the 16 products of each tile back (Aᵀ m A), adds the
 //     bias and the residual, clamps at zero and stores the 2x2 outputs.
 //
@@ -29,7 +31,29 @@ type winograd struct {
 	th, tw int       // tiles per image, down and across
 	tb     int       // most tiles per task (the scratch is sized for it)
 	asm    bool      // the transforms run in assembly (else in Go)
+	// sets are the channel groups a task covers, as runs [sets[i],
+	// sets[i+1]) of Layer.groups of at most 4 units together: the task
+	// transforms its tiles' input once for all of them. The avx512
+	// family's groups are 4 units, one a set; the avx2 family's are 1.
+	sets []int
 }
+
+// groupSets returns the runs of groups, of at most 4 units each, that
+// winograd.sets holds.
+func groupSets(groups []group) []int {
+	sets := []int{0}
+	units := 0
+	for i, gr := range groups {
+		if units+gr.units > 4 {
+			sets, units = append(sets, i), 0
+		}
+		units += gr.units
+	}
+	return append(sets, len(groups))
+}
+
+// nsets is the number of group sets.
+func (wg *winograd) nsets() int { return len(wg.sets) - 1 }
 
 // WinogradEnv is the environment variable that sets which layers NewLayer
 // computes with Winograd: "off" none, "on" or "auto" (also for unset) every
@@ -50,23 +74,32 @@ func WinogradPolicy() (string, error) {
 }
 
 // useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
-// padding 1, AVX-512 kernels and enough input channels for the matrix
-// products to run well. Every such layer of ResNet-18 does, stage 4's
-// (512 x 512 channels) included: in the forward pass at 250x250 on the
-// host of an H200 machine (Intel Xeon, 16 vCPUs;
-// results/nvidia-h200-host/cpu17), Winograd beat the direct convolution in
-// every stage at 16 threads, batch 1 and 8 (stage 4: 0.35 against 0.74 ms
-// at batch 1, 1.5 against 2.2 ms at batch 8), and on the H100 machine's
-// host a stage-4 layer alone took 1.72 against 1.94 ms at 2 threads, batch
-// 1, and 10.2 against 12.8 ms at batch 8.
+// padding 1, AVX-512 or AVX2 kernels and enough input channels for the
+// matrix products to run well, and with AVX2 at most 256 x 256 channels.
+//
+// With AVX-512 every such layer of ResNet-18 does, stage 4's (512 x 512
+// channels) included: in the forward pass at 250x250 on the host of an
+// H200 machine (Intel Xeon, 16 vCPUs; results/nvidia-h200-host/cpu17),
+// Winograd beat the direct convolution in every stage at 16 threads, batch
+// 1 and 8 (stage 4: 0.35 against 0.74 ms at batch 1, 1.5 against 2.2 ms at
+// batch 8), and on the H100 machine's host a stage-4 layer alone took 1.72
+// against 1.94 ms at 2 threads, batch 1, and 10.2 against 12.8 ms at batch
+// 8. With AVX2 (BenchmarkLayer on the 2-core AMD EPYC development machine,
+// 2 threads; results/amd-epyc-2core/winograd-avx2), Winograd took 0.62-0.84
+// of the direct convolution's time in stages 1-3 at batch 1 and 8, but
+// 1.26 at batch 1 and 1.18 at batch 8 in stage 4.
 func useWinograd(s Spec, family string) bool {
-	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 512*512
+	most := 512 * 512
+	if family == "avx2" {
+		most = 256 * 256
+	}
+	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= most
 }
 
 // newWinograd transforms the weights of l (OIHW in w) for its groups.
 func newWinograd(l *Layer, w []float32) *winograd {
 	in, out := l.in, l.out
-	wg := &winograd{th: (out.H + 1) / 2, tw: (out.W + 1) / 2, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0}
+	wg := &winograd{th: (out.H + 1) / 2, tw: (out.W + 1) / 2, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0, sets: groupSets(l.groups)}
 	wg.tb = max(6, min(48, 8192/in.Pitch)/6*6)
 	plane := in.Pitch * out.Pitch
 	wg.u = make([]float32, 16*plane)
@@ -156,20 +189,19 @@ func winogradOutGo(out *[2][2][4 * unit]float32, src []float32, stride, n int) {
 	}
 }
 
-// winoTask computes task t of a Winograd layer: tile block t / groups, group
-// t mod groups. buf is the thread's scratch.
+// winoTask computes task t of a Winograd layer: tile block t / sets, group
+// set t mod sets. buf is the thread's scratch.
 func (r *Runner) winoTask(buf []float32, t int) {
 	l := r.l
 	wg := l.wino
-	in, out := l.in, l.out
-	gr := l.groups[t%len(l.groups)]
-	v := gr.units * unit
-	t0 := t / len(l.groups) * r.rows
+	in := l.in
+	set := t % wg.nsets()
+	t0 := t / wg.nsets() * r.rows
 	nt := min(r.rows, r.n*wg.th*wg.tw-t0)
 	ip := in.Pitch
-	vs, ms := wg.tb*ip, wg.tb*v // strides between the positions' planes
-	vb, mb := buf[:16*vs], buf[16*vs:][:16*ms]
-	win := buf[16*(vs+ms):][:16*ip] // an edge tile's input block
+	vs := wg.tb * ip // stride between the positions' planes of input
+	vb := buf[:16*vs]
+	win := buf[16*(vs+wg.tb*4*unit):][:16*ip] // an edge tile's input block
 	tiles := wg.th * wg.tw
 
 	// 1. Input transform.
@@ -199,6 +231,23 @@ func (r *Runner) winoTask(buf []float32, t int) {
 			winogradInGo(vb[i*ip:], vs, win, 4*ip, ip, ip)
 		}
 	}
+
+	for _, gr := range l.groups[wg.sets[set]:wg.sets[set+1]] {
+		r.winoGroup(buf[16*vs:], vb, t0, nt, gr)
+	}
+}
+
+// winoGroup computes group gr's outputs of the nt tiles from t0 on, whose
+// transformed input is in vb; mb is scratch for the products.
+func (r *Runner) winoGroup(mb, vb []float32, t0, nt int, gr group) {
+	l := r.l
+	wg := l.wino
+	in, out := l.in, l.out
+	v := gr.units * unit
+	ip := in.Pitch
+	vs, ms := wg.tb*ip, wg.tb*v // strides between the positions' planes
+	mb = mb[:16*ms]
+	tiles := wg.th * wg.tw
 
 	// 2. The 16 matrix products, as 1x1 convolutions over the tiles.
 	p := l.kern.maxP[gr.units]

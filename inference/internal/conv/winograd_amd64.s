@@ -214,3 +214,154 @@ out_store:
 	JNZ  out_loop
 	VZEROUPPER
 	RET
+
+// The same transforms with AVX2, 8 channels a register. Sixteen registers
+// do not hold a whole 4x4 block as the AVX-512 version does, so a row of
+// t (input) or a column pair of t (output) is made at a time, reading the
+// block from memory as it goes (it is in the L1 cache after the first
+// read); the additions are the same, in the same order.
+
+// func winogradInAVX2(dst *float32, stride int, src *float32, row, pix, n int)
+TEXT ·winogradInAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), R8
+	MOVQ src+16(FP), R9
+	MOVQ row+24(FP), DX
+	MOVQ pix+32(FP), CX
+	MOVQ n+40(FP), AX
+	SHRQ $3, AX
+	LEAQ (CX)(CX*2), BX // 3*pix
+	LEAQ (R9)(DX*1), R10
+	LEAQ (R9)(DX*2), R11
+	LEAQ (R10)(DX*2), R12
+
+in2_loop:
+	MOVQ DI, R13
+
+// TROW makes row r of t = Bᵀ d in Y0-Y3 (column c in Yc) as L OP O, L and O
+// the rows of d it combines, then stores row r of V = t B at the next four
+// positions.
+#define TROW(L, OP, O) \
+	VMOVUPS (L), Y0; \
+	OP      (O), Y0, Y0; \
+	VMOVUPS (L)(CX*1), Y1; \
+	OP      (O)(CX*1), Y1, Y1; \
+	VMOVUPS (L)(CX*2), Y2; \
+	OP      (O)(CX*2), Y2, Y2; \
+	VMOVUPS (L)(BX*1), Y3; \
+	OP      (O)(BX*1), Y3, Y3; \
+	VSUBPS  Y2, Y0, Y4; \
+	VADDPS  Y2, Y1, Y5; \
+	VSUBPS  Y1, Y2, Y6; \
+	VSUBPS  Y3, Y1, Y7; \
+	VMOVUPS Y4, (R13); \
+	ADDQ    R8, R13; \
+	VMOVUPS Y5, (R13); \
+	ADDQ    R8, R13; \
+	VMOVUPS Y6, (R13); \
+	ADDQ    R8, R13; \
+	VMOVUPS Y7, (R13); \
+	ADDQ    R8, R13
+	TROW(R9, VSUBPS, R11)  // t0 = d0 - d2
+	TROW(R10, VADDPS, R11) // t1 = d1 + d2
+	TROW(R11, VSUBPS, R10) // t2 = d2 - d1
+	TROW(R10, VSUBPS, R12) // t3 = d1 - d3
+#undef TROW
+
+	ADDQ $32, DI
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, R11
+	ADDQ $32, R12
+	DECQ AX
+	JNZ  in2_loop
+	VZEROUPPER
+	RET
+
+// func winogradOutAVX2(dst *float32, row, pix int, src *float32, stride int, bias, res *float32, n int)
+TEXT ·winogradOutAVX2(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ row+8(FP), DX
+	MOVQ pix+16(FP), CX
+	MOVQ src+24(FP), SI
+	MOVQ stride+32(FP), R8
+	MOVQ bias+40(FP), BX
+	MOVQ res+48(FP), R9
+	MOVQ n+56(FP), AX
+	XORQ R12, R12 // 1: ReLU
+	TESTQ AX, AX
+	JNS  out2_pos
+	NEGQ AX
+	MOVQ $1, R12
+
+out2_pos:
+	SHRQ $3, AX
+	LEAQ (R8)(R8*2), R10 // 3*stride: m3c is at 4*R10 past m0c
+	MOVQ R8, R11
+	SHLQ $2, R11         // 4*stride: from m_rc to m_(r+1)c
+	VPXOR Y15, Y15, Y15
+
+out2_loop:
+	// t = Aᵀ m by column c (position c of row 0 at SI + c*stride):
+	// t0c = m0c+m1c+m2c in Yc, t1c = m1c-m2c-m3c in Y(4+c).
+	MOVQ SI, R13
+#define TCOL(A, B) \
+	VMOVUPS (R13), A; \
+	VADDPS  (R13)(R11*1), A, A; \
+	VADDPS  (R13)(R11*2), A, A; \
+	VMOVUPS (R13)(R11*1), B; \
+	VSUBPS  (R13)(R11*2), B, B; \
+	VSUBPS  (R13)(R10*4), B, B; \
+	ADDQ    R8, R13
+	TCOL(Y0, Y4)
+	TCOL(Y1, Y5)
+	TCOL(Y2, Y6)
+	TCOL(Y3, Y7)
+#undef TCOL
+
+	// Y = t A: y0 = t0+t1+t2, y1 = t1-t2-t3, per row; plus the bias.
+	VMOVUPS (BX), Y12
+	VADDPS Y1, Y0, Y8
+	VADDPS Y2, Y8, Y8
+	VSUBPS Y2, Y1, Y9
+	VSUBPS Y3, Y9, Y9
+	VADDPS Y5, Y4, Y10
+	VADDPS Y6, Y10, Y10
+	VSUBPS Y6, Y5, Y11
+	VSUBPS Y7, Y11, Y11
+	VADDPS Y12, Y8, Y8
+	VADDPS Y12, Y9, Y9
+	VADDPS Y12, Y10, Y10
+	VADDPS Y12, Y11, Y11
+
+	TESTQ R9, R9
+	JZ    out2_nores
+	LEAQ  (R9)(DX*1), R13
+	VADDPS (R9), Y8, Y8
+	VADDPS (R9)(CX*1), Y9, Y9
+	VADDPS (R13), Y10, Y10
+	VADDPS (R13)(CX*1), Y11, Y11
+	ADDQ  $32, R9
+
+out2_nores:
+	TESTQ R12, R12
+	JZ    out2_store
+	VMAXPS Y15, Y8, Y8
+	VMAXPS Y15, Y9, Y9
+	VMAXPS Y15, Y10, Y10
+	VMAXPS Y15, Y11, Y11
+
+out2_store:
+	LEAQ    (DI)(DX*1), R13
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, (DI)(CX*1)
+	VMOVUPS Y10, (R13)
+	VMOVUPS Y11, (R13)(CX*1)
+
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, BX
+	DECQ AX
+	JNZ  out2_loop
+	VZEROUPPER
+	RET

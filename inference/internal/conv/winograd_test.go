@@ -12,11 +12,16 @@ import (
 
 // TestWinogradTransforms checks the assembly transforms against the Go ones
 // (the same additions in the same order: equal to the bit), on blocks with
-// strides that are not the tight ones.
+// strides that are not the tight ones, in every instruction set this CPU
+// has for them.
 func TestWinogradTransforms(t *testing.T) {
-	if !slices.Contains(Kernels(), "avx512") {
-		t.Skip("no AVX-512 here: the Go transforms are the only ones")
+	if !slices.ContainsFunc(Kernels(), winogradAsm) {
+		t.Skip("no AVX2 or AVX-512 here: the Go transforms are the only ones")
 	}
+	withWinoISAs(t, testWinogradTransforms)
+}
+
+func testWinogradTransforms(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, n := range []int{16, 48, 64} {
 		row, pix, stride := 5*n+7, n+3, 2*n+1
@@ -62,21 +67,23 @@ func TestWinogradTransforms(t *testing.T) {
 	assert.Panics(t, func() { winogradInAsm(make([]float32, 16), 1, make([]float32, 64), 1, 1, 16) }, "short destination")
 }
 
-// TestWinogradChoice checks NewLayer's plan under each WinogradEnv value.
+// TestWinogradChoice checks NewLayer's plan under each WinogradEnv value,
+// with this CPU's fastest kernel family.
 func TestWinogradChoice(t *testing.T) {
-	avx512 := slices.Contains(Kernels(), "avx512")
+	family := Kernels()[0]
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range []struct {
 		env     string
 		c, k    int
-		wino    bool // with AVX-512
+		wino    []string // the families that run it with Winograd
 		wantErr string
 	}{
-		{env: "", c: 64, k: 3, wino: true},
-		{env: "auto", c: 512, k: 3, wino: true},
-		{env: "auto", c: 16, k: 3}, // too few channels
-		{env: "auto", c: 64, k: 1}, // not 3x3
-		{env: "on", c: 64, k: 3, wino: true},
+		{env: "", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
+		{env: "auto", c: 256, k: 3, wino: []string{"avx512", "avx2"}},
+		{env: "auto", c: 512, k: 3, wino: []string{"avx512"}}, // AVX2: slower than direct
+		{env: "auto", c: 16, k: 3},                            // too few channels
+		{env: "auto", c: 64, k: 1},                            // not 3x3
+		{env: "on", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
 		{env: "off", c: 64, k: 3},
 		{env: "maybe", c: 64, k: 3, wantErr: "INFERBENCH_CONV_WINOGRAD"},
 	} {
@@ -90,8 +97,32 @@ func TestWinogradChoice(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.wino && avx512, l.wino != nil, "Winograd plan")
-			assert.Equal(t, !(tc.wino && avx512), l.w != nil, "direct weights")
+			wino := slices.Contains(tc.wino, family)
+			assert.Equal(t, wino, l.wino != nil, "Winograd plan with %s kernels", family)
+			assert.Equal(t, !wino, l.w != nil, "direct weights with %s kernels", family)
 		})
+	}
+}
+
+// TestGroupSets checks the runs of channel groups a Winograd task covers:
+// in order, at most 4 units (64 channels, the products' scratch) a run.
+func TestGroupSets(t *testing.T) {
+	for _, tc := range []struct {
+		units []int
+		want  []int
+	}{
+		{[]int{4, 4, 4}, []int{0, 1, 2, 3}},          // avx512: a group a set
+		{[]int{1, 1, 1, 1, 1, 1}, []int{0, 4, 6}},    // avx2: four groups a set
+		{[]int{2, 1, 1, 2, 1}, []int{0, 3, 5}},       // runs close at 4 units
+		{[]int{4, 2, 1, 1}, []int{0, 1, 4}},          // a full group, then the rest
+		{[]int{1}, []int{0, 1}},                      // one group
+		{[]int{3, 2, 3, 1, 1}, []int{0, 1, 2, 4, 5}}, // 3+2 and 2+3 would pass 4
+		{[]int{1, 1, 1, 1, 4, 1}, []int{0, 4, 5, 6}}, // then a group of 4 alone
+	} {
+		groups := make([]group, len(tc.units))
+		for i, u := range tc.units {
+			groups[i].units = u
+		}
+		assert.Equal(t, tc.want, groupSets(groups), "units %v", tc.units)
 	}
 }
