@@ -142,11 +142,11 @@ func (pl *planner) newPlan(n int, choose chooser) (*plan, error) {
 	return p, nil
 }
 
-// pick chooses from results (fastest first) the first that succeeded within
-// limit bytes of workspace. A convolution without ReLU can be fused only with
-// the implicit precomputed GEMM algorithm; that one is taken when it is within
-// 10 % of the fastest.
-func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (choice, error) {
+// pick chooses from results (the heuristics' ranking) the first that
+// succeeded within limit bytes of workspace. A convolution without ReLU can
+// be fused only with the implicit precomputed GEMM algorithm, so that one is
+// taken when it is usable.
+func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr) (choice, error) {
 	var best *cudnn.AlgoPerf
 	for i := range results {
 		r := &results[i]
@@ -158,14 +158,10 @@ func pick(results []cudnn.AlgoPerf, relu bool, limit uintptr, measured bool) (ch
 	if best == nil {
 		return choice{}, errors.New("no algorithm fits the workspace")
 	}
-	if relu {
-		return asCalled(relu, *best), nil
-	}
-	if best.Algo != cudnn.AlgoImplicitPrecompGEMM {
+	if !relu && best.Algo != cudnn.AlgoImplicitPrecompGEMM {
 		for i := range results {
 			r := &results[i]
-			if r.Algo == cudnn.AlgoImplicitPrecompGEMM && r.Err == nil && r.Memory <= limit &&
-				(!measured || r.Time <= 1.1*best.Time) {
+			if r.Algo == cudnn.AlgoImplicitPrecompGEMM && r.Err == nil && r.Memory <= limit {
 				best = r
 				break
 			}
@@ -368,23 +364,11 @@ func (pl *planner) planFor(n int, w *worker) (*plan, error) {
 		return p, nil
 	}
 	choose := func(l *convLayer, c *convPlan) (choice, error) {
-		res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
+		res, err := heuristics(w, l, c)
 		if err != nil {
 			return choice{}, err
 		}
-		for i := range res {
-			if res[i].Err != nil {
-				continue
-			}
-			// Heuristics may under-report; ask for the exact size.
-			if err := c.conv.SetMathType(res[i].MathType); err != nil {
-				return choice{}, err
-			}
-			if res[i].Memory, err = w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, res[i].Algo); err != nil {
-				res[i].Err = err
-			}
-		}
-		ch, err := pick(res, l.relu, w.wsSize, false)
+		ch, err := pick(res, l.relu, w.wsSize)
 		if err == nil && pl.opts.Convs == backend.ConvsGraph {
 			ch.graph = pl.heuristicGraph(w, l, n, w.wsSize)
 		}
@@ -478,6 +462,28 @@ func choices(l *convLayer, top []cudnn.AlgoPerf) []choice {
 	return out
 }
 
+// heuristics is cuDNN's ranking of algorithms for convolution c of l, each
+// with the exact workspace it needs (the heuristics may under-report it), or
+// its error.
+func heuristics(w *worker, l *convLayer, c *convPlan) ([]cudnn.AlgoPerf, error) {
+	res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		if res[i].Err != nil {
+			continue
+		}
+		if err := c.conv.SetMathType(res[i].MathType); err != nil {
+			return nil, err
+		}
+		if res[i].Memory, err = w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, res[i].Algo); err != nil {
+			res[i].Err = err
+		}
+	}
+	return res, nil
+}
+
 // candidates lists, in the heuristics' order, the first quickTopK distinct
 // algorithms (with their math type) that accept l and need at most limit
 // bytes of workspace, and then the implicit precomputed GEMM algorithm if it
@@ -489,21 +495,9 @@ func choices(l *convLayer, top []cudnn.AlgoPerf) []choice {
 // slower on an H200 (ResNet-18, batch 1 to 256): timing one cost up to 300 ms
 // at batch 256. Those are left out unless nothing else is proposed.
 func candidates(w *worker, l *convLayer, c *convPlan, limit uintptr) ([]choice, error) {
-	res, err := w.dnn.ConvForwardHeuristics(c.x, l.filter, c.conv, c.y)
+	res, err := heuristics(w, l, c)
 	if err != nil {
 		return nil, err
-	}
-	// The heuristics may under-report workspace: ask for the exact size.
-	for i := range res {
-		if res[i].Err != nil {
-			continue
-		}
-		if err := c.conv.SetMathType(res[i].MathType); err != nil {
-			return nil, err
-		}
-		if res[i].Memory, err = w.dnn.ConvForwardWorkspace(c.x, l.filter, c.conv, c.y, res[i].Algo); err != nil {
-			res[i].Err = err
-		}
 	}
 	if w.e.net.dataType == cudnn.Half && w.e.net.math == cudnn.TensorOpMath {
 		tensor := slices.DeleteFunc(slices.Clone(res), func(r cudnn.AlgoPerf) bool { return r.MathType != cudnn.TensorOpMath })
