@@ -173,20 +173,21 @@ func (o *overlapWorker) bindStage() (release func()) {
 	return release
 }
 
-// step runs one back-end step of b. On failure it answers b's calls with the
-// error, takes the worker out of service if the device is lost, and returns
-// false; after the worker left service it fails b without calling the
-// back-end.
+// step runs one back-end step of b. On failure it takes the worker out of
+// service if the device is lost, then answers b's calls with the error (so
+// a caller told of the loss finds the server's readiness already counting
+// it), and returns false; after the worker left service it fails b without
+// calling the back-end.
 func (o *overlapWorker) step(b *batch, name string, f func() error) bool {
 	if o.isDead() {
 		o.fail(b, fmt.Errorf("%s: %w", name, backend.ErrDeviceLost))
 		return false
 	}
 	if err := guard(name, f); err != nil {
-		o.fail(b, err)
 		if errors.Is(err, backend.ErrDeviceLost) {
 			o.die(err)
 		}
+		o.fail(b, err)
 		return false
 	}
 	return true

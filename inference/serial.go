@@ -34,9 +34,14 @@ func (w serialWorker) run() {
 			continue
 		}
 		if err := w.runBatch(b); err != nil {
-			w.fail(b, err)
-			if errors.Is(err, backend.ErrDeviceLost) {
+			// Out of service first, as overlapWorker.step: a caller told of
+			// the loss finds the server's readiness already counting it.
+			lost := errors.Is(err, backend.ErrDeviceLost)
+			if lost {
 				w.s.outOfService(w.id, err)
+			}
+			w.fail(b, err)
+			if lost {
 				return
 			}
 			continue
