@@ -133,14 +133,15 @@ func (s *scratch) lap(i int) {
 
 // steps names the steps of a forward pass in the order forward times them:
 // the input's conversion, the stem, the max-pool, each block's convolutions
-// (conv1, the shortcut's down, conv2) and the classifier's pooling and
-// product, with the output's transposition.
+// (conv1 with the shortcut's down where there is one, then conv2) and the
+// classifier's pooling and product, with the output's transposition.
 func (n *network) steps() []string {
 	names := []string{"input", "stem", "pool"}
 	for i, bl := range n.blocks {
-		names = append(names, fmt.Sprintf("block%d.conv1", i))
 		if bl.down != nil {
-			names = append(names, fmt.Sprintf("block%d.down", i))
+			names = append(names, fmt.Sprintf("block%d.conv1+down", i))
+		} else {
+			names = append(names, fmt.Sprintf("block%d.conv1", i))
 		}
 		names = append(names, fmt.Sprintf("block%d.conv2", i))
 	}
@@ -190,20 +191,16 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	cur, free := s.b, s.a
 	for i := range n.blocks {
 		bl := &n.blocks[i]
-		if err := r.Run(bl.conv1, imgs, cur, s.t, nil); err != nil {
+		// The shortcut's convolution reads what conv1 reads: one step.
+		res, down := cur, conv.Conv{}
+		if bl.down != nil {
+			res, down = s.s, conv.Conv{L: bl.down, In: cur, Out: s.s}
+		}
+		if err := r.Run2(imgs, conv.Conv{L: bl.conv1, In: cur, Out: s.t}, down); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		s.lap(step)
 		step++
-		res := cur
-		if bl.down != nil {
-			if err := r.Run(bl.down, imgs, cur, s.s, nil); err != nil {
-				return fmt.Errorf("cpu: block %d shortcut: %w", i, err)
-			}
-			s.lap(step)
-			step++
-			res = s.s
-		}
 		if err := r.Run(bl.conv2, imgs, s.t, free, res); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}

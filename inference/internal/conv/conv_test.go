@@ -300,3 +300,74 @@ func TestRunAllocs(t *testing.T) {
 		assert.Zero(t, allocs, "allocations per Run, Winograd %v", wino)
 	}
 }
+
+// TestRun2 checks that two convolutions as one step write exactly what
+// they write one after the other: a block's stride-2 first convolution with
+// its shortcut's (both direct), and a Winograd layer with a direct one
+// (the second's residual taken too), on every kernel family and one and
+// three threads.
+func TestRun2(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	in := Layout{H: 13, W: 11, C: 32, Pitch: 32, Pad: 1}
+	for _, kern := range Kernels() {
+		spec := func(out, k, stride, pad int, relu bool) Spec {
+			return Spec{
+				In: in, Out: out, K: k, Stride: stride, Pad: pad, OutPad: 1, ReLU: relu, Kernel: kern,
+				Weight: randSlice(rng, out*in.C*k*k), Bias: randSlice(rng, out),
+			}
+		}
+		conv1, err := newLayer(spec(64, 3, 2, 1, true), false)
+		require.NoError(t, err)
+		down, err := newLayer(spec(64, 1, 2, 0, false), false)
+		require.NoError(t, err)
+		wino, err := newLayer(spec(48, 3, 1, 1, true), true)
+		require.NoError(t, err)
+		direct, err := newLayer(spec(48, 3, 1, 1, false), false)
+		require.NoError(t, err)
+		require.Equal(t, conv1.Out(), down.Out())
+		for _, ctx := range contexts(t) {
+			r := NewRunner(ctx)
+			for _, pair := range []struct {
+				name string
+				a, b *Layer
+				res  bool
+			}{{"conv1+down", conv1, down, false}, {"winograd+direct", wino, direct, true}} {
+				t.Run(fmt.Sprintf("kernel=%s/threads=%d/%s", kern, ctx.Threads(), pair.name), func(t *testing.T) {
+					const n = 3
+					x, _ := randTensor(rng, n, in)
+					var res []float32
+					if pair.res {
+						res, _ = randTensor(rng, n, pair.b.Out())
+					}
+					wantA, wantB := make([]float32, pair.a.Out().Size(n)), make([]float32, pair.b.Out().Size(n))
+					require.NoError(t, r.Run(pair.a, n, x, wantA, nil))
+					require.NoError(t, r.Run(pair.b, n, x, wantB, res))
+					gotA, gotB := make([]float32, len(wantA)), make([]float32, len(wantB))
+					for i := range gotA {
+						gotA[i] = float32(math.NaN())
+					}
+					for i := range gotB {
+						gotB[i] = float32(math.NaN())
+					}
+					require.NoError(t, r.Run2(n, Conv{L: pair.a, In: x, Out: gotA}, Conv{L: pair.b, In: x, Out: gotB, Res: res}))
+					assert.Equal(t, wantA, gotA, "first convolution")
+					assert.Equal(t, wantB, gotB, "second convolution")
+				})
+			}
+			t.Run(fmt.Sprintf("kernel=%s/threads=%d/errors", kern, ctx.Threads()), func(t *testing.T) {
+				x := make([]float32, in.Size(2))
+				a, b := make([]float32, conv1.Out().Size(2)), make([]float32, down.Out().Size(2))
+				assert.ErrorContains(t, r.Run2(2, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b[:7]}), "conv: output has 7 values")
+				assert.ErrorContains(t, r.Run2(2, Conv{In: x, Out: a}, Conv{}), "conv: no layer")
+				assert.ErrorContains(t, r.Run2(0, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b}), "conv: 0 images")
+				assert.Equal(t, [2]convRun{}, r.convs, "a refused step keeps no buffers")
+				allocs := testing.AllocsPerRun(10, func() {
+					if err := r.Run2(2, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b}); err != nil {
+						t.Fatal(err)
+					}
+				})
+				assert.Zero(t, allocs, "allocations per Run2")
+			})
+		}
+	}
+}

@@ -18,8 +18,7 @@ type Threads interface {
 type op int
 
 const (
-	opConv op = iota
-	opWinograd
+	opConv op = iota // direct or Winograd, one or two layers
 	opPool
 	opInput
 	opMean
@@ -32,16 +31,35 @@ type Runner struct {
 	threads Threads
 	fn      func(thread, lo, hi int)
 
-	op           op
+	op      op
+	convs   [2]convRun // opConv's, the second unused (l nil) for one layer
+	pool    *MaxPool
+	layout  Layout      // opInput's
+	imgs    [][]float32 // opInput's
+	in, out []float32
+	n       int         // images
+	scratch [][]float32 // per thread (Winograd layers)
+	rows    int         // channels per task (opMean)
+	blocks  int         // tasks per image (opMean)
+}
+
+// convRun is a convolution in progress: its layer, its n images' buffers,
+// and how its tasks cut it.
+type convRun struct {
 	l            *Layer
-	pool         *MaxPool
-	layout       Layout      // opInput's
-	imgs         [][]float32 // opInput's
+	n            int
 	in, out, res []float32
-	n            int         // images
-	scratch      [][]float32 // per thread (opWinograd)
-	rows         int         // output rows (opConv), tiles (opWinograd) or channels (opMean) per task
-	blocks       int         // tasks per channel group (opConv) or per image (opMean)
+	rows         int // output rows (direct) or tiles (Winograd) a task
+	blocks       int // row blocks a channel group (direct)
+	tasks        int
+}
+
+// Conv is one convolution of a step that Runner.Run2 computes: layer L
+// reads In and writes Out (its padding too), adding Res, if not nil, before
+// the ReLU.
+type Conv struct {
+	L            *Layer
+	In, Out, Res []float32
 }
 
 // NewRunner returns a Runner that runs layers on t.
@@ -55,41 +73,83 @@ func NewRunner(t Threads) *Runner {
 // them in l.Out() (its padding too), and res, if not nil, holds n images in
 // l.Out() added before the ReLU. out must not overlap in or res.
 func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
+	return r.Run2(n, Conv{L: l, In: in, Out: out, Res: res}, Conv{})
+}
+
+// Run2 computes two convolutions of n images that do not depend on each
+// other (a block's first convolution and its shortcut's, which read the
+// same input) as one step: the threads take a's tasks and then b's, so b's
+// fill the time they would otherwise wait at the end of a, and the step has
+// one wait instead of two. b.L nil computes a alone, as Run does. Neither
+// Out may overlap an In, a Res or the other Out.
+func (r *Runner) Run2(n int, a, b Conv) error {
+	if err := r.convs[0].prepare(a, n, r.threads.Threads()); err != nil {
+		return err
+	}
+	tasks := r.convs[0].tasks
+	if b.L != nil {
+		if err := r.convs[1].prepare(b, n, r.threads.Threads()); err != nil {
+			r.convs[0] = convRun{}
+			return err
+		}
+		tasks += r.convs[1].tasks
+	}
+	for _, c := range r.convs {
+		if c.l != nil && c.l.wino != nil {
+			r.growScratch(c.l)
+		}
+	}
+	r.op = opConv
+	return r.run(tasks)
+}
+
+// prepare checks the convolution cv of n images and cuts it into tasks for
+// t threads.
+func (c *convRun) prepare(cv Conv, n, t int) error {
+	l := cv.L
 	switch {
+	case l == nil:
+		return fmt.Errorf("conv: no layer")
 	case n < 1:
 		return fmt.Errorf("conv: %d images", n)
-	case len(in) < l.in.Size(n):
-		return fmt.Errorf("conv: input has %d values, want %d", len(in), l.in.Size(n))
-	case len(out) < l.out.Size(n):
-		return fmt.Errorf("conv: output has %d values, want %d", len(out), l.out.Size(n))
-	case res != nil && len(res) < l.out.Size(n):
-		return fmt.Errorf("conv: residual has %d values, want %d", len(res), l.out.Size(n))
+	case len(cv.In) < l.in.Size(n):
+		return fmt.Errorf("conv: input has %d values, want %d", len(cv.In), l.in.Size(n))
+	case len(cv.Out) < l.out.Size(n):
+		return fmt.Errorf("conv: output has %d values, want %d", len(cv.Out), l.out.Size(n))
+	case cv.Res != nil && len(cv.Res) < l.out.Size(n):
+		return fmt.Errorf("conv: residual has %d values, want %d", len(cv.Res), l.out.Size(n))
 	}
+	*c = convRun{l: l, n: n, in: cv.In, out: cv.Out, res: cv.Res}
 	if wg := l.wino; wg != nil {
-		need := 16*wg.tb*(l.in.Pitch+4*unit) + 16*l.in.Pitch
-		for len(r.scratch) < r.threads.Threads() {
-			r.scratch = append(r.scratch, nil)
-		}
-		for i := range r.scratch {
-			if len(r.scratch[i]) < need {
-				r.scratch[i] = make([]float32, need)
-			}
-		}
 		// Tiles per task: at most tb, fewer (in sixes, the kernels'
 		// pixels) until each thread has winoTasksPerThread tasks.
-		tiles, t := n*wg.th*wg.tw, r.threads.Threads()
+		tiles := n * wg.th * wg.tw
 		per := (tiles*wg.nsets() + winoTasksPerThread*t - 1) / (winoTasksPerThread * t)
-		r.rows = min(wg.tb, max(6, (per+5)/6*6))
-		blocks := (tiles + r.rows - 1) / r.rows
-		r.op, r.l, r.n, r.in, r.out, r.res = opWinograd, l, n, in, out, res
-		return r.run(blocks * wg.nsets())
+		c.rows = min(wg.tb, max(6, (per+5)/6*6))
+		c.tasks = (tiles + c.rows - 1) / c.rows * wg.nsets()
+		return nil
 	}
 	rows := n * l.out.H
-	blocks := l.split(n, r.threads.Threads())
-	r.rows = (rows + blocks - 1) / blocks
-	r.blocks = (rows + r.rows - 1) / r.rows
-	r.op, r.l, r.n, r.in, r.out, r.res = opConv, l, n, in, out, res
-	return r.run(r.blocks * len(l.groups))
+	blocks := l.split(n, t)
+	c.rows = (rows + blocks - 1) / blocks
+	c.blocks = (rows + c.rows - 1) / c.rows
+	c.tasks = c.blocks * len(l.groups)
+	return nil
+}
+
+// growScratch gives every thread the scratch a task of Winograd layer l
+// needs.
+func (r *Runner) growScratch(l *Layer) {
+	wg := l.wino
+	need := 16*wg.tb*(l.in.Pitch+4*unit) + 16*l.in.Pitch
+	for len(r.scratch) < r.threads.Threads() {
+		r.scratch = append(r.scratch, nil)
+	}
+	for i := range r.scratch {
+		if len(r.scratch[i]) < need {
+			r.scratch[i] = make([]float32, need)
+		}
+	}
 }
 
 // Pool computes p for n images: in holds them in p.In(), out receives them
@@ -183,7 +243,7 @@ func (r *Runner) meanTask(t int) {
 // run runs the operation's tasks and drops the references to its data.
 func (r *Runner) run(tasks int) error {
 	err := r.threads.Parallel(tasks, 1, r.fn)
-	r.l, r.pool, r.imgs, r.in, r.out, r.res = nil, nil, nil, nil, nil, nil
+	r.convs, r.pool, r.imgs, r.in, r.out = [2]convRun{}, nil, nil, nil, nil
 	return err
 }
 
@@ -191,9 +251,15 @@ func (r *Runner) tasks(thread, lo, hi int) {
 	for t := lo; t < hi; t++ {
 		switch r.op {
 		case opConv:
-			r.convTask(t)
-		case opWinograd:
-			r.winoTask(r.scratch[thread], t)
+			c, ct := &r.convs[0], t
+			if ct >= c.tasks {
+				c, ct = &r.convs[1], ct-c.tasks
+			}
+			if c.l.wino != nil {
+				c.winoTask(r.scratch[thread], ct)
+			} else {
+				c.convTask(ct)
+			}
 		case opPool:
 			r.pool.row(r.in, r.out, t/r.pool.out.H, t%r.pool.out.H)
 		case opInput:
@@ -207,11 +273,11 @@ func (r *Runner) tasks(thread, lo, hi int) {
 // convTask computes output rows [b*rows, (b+1)*rows) of the batch for
 // group t / blocks, where b is t mod blocks: consecutive tasks share a
 // group, and so its weights.
-func (r *Runner) convTask(t int) {
-	l := r.l
-	gr := l.groups[t/r.blocks]
-	row0 := t % r.blocks * r.rows
-	row1 := min(row0+r.rows, r.n*l.out.H)
+func (c *convRun) convTask(t int) {
+	l := c.l
+	gr := l.groups[t/c.blocks]
+	row0 := t % c.blocks * c.rows
+	row1 := min(row0+c.rows, c.n*l.out.H)
 	in, out := l.in, l.out
 	v := gr.units * unit
 	p := l.px[gr.units]
@@ -228,24 +294,24 @@ func (r *Runner) convTask(t int) {
 	if l.relu {
 		tl.flags |= flagReLU
 	}
-	if r.res != nil {
+	if c.res != nil {
 		tl.flags |= flagResidual
 	}
 	for row := row0; row < row1; row++ {
 		img, oy := row/out.H, row%out.H
 		for ox := 0; ox < out.W; ox += p {
 			pp := min(p, out.W-ox)
-			tl.x = r.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad):]
+			tl.x = c.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad):]
 			o := out.Offset(img, oy, ox) + gr.u0*unit
-			tl.out = r.out[o:]
-			if r.res != nil {
-				tl.res = r.res[o:]
+			tl.out = c.out[o:]
+			if c.res != nil {
+				tl.res = c.res[o:]
 			}
 			l.kern.run(pp, gr.units, &tl)
 		}
 	}
 	for row := row0; row < row1; row++ {
-		zeroPadding(r.out, out, row/out.H, row%out.H, gr.u0*unit, v)
+		zeroPadding(c.out, out, row/out.H, row%out.H, gr.u0*unit, v)
 	}
 }
 

@@ -191,13 +191,13 @@ func winogradOutGo(out *[2][2][4 * unit]float32, src []float32, stride, n int) {
 
 // winoTask computes task t of a Winograd layer: tile block t / sets, group
 // set t mod sets. buf is the thread's scratch.
-func (r *Runner) winoTask(buf []float32, t int) {
-	l := r.l
+func (c *convRun) winoTask(buf []float32, t int) {
+	l := c.l
 	wg := l.wino
 	in := l.in
 	set := t % wg.nsets()
-	t0 := t / wg.nsets() * r.rows
-	nt := min(r.rows, r.n*wg.th*wg.tw-t0)
+	t0 := t / wg.nsets() * c.rows
+	nt := min(c.rows, c.n*wg.th*wg.tw-t0)
 	ip := in.Pitch
 	vs := wg.tb * ip // stride between the positions' planes of input
 	vb := buf[:16*vs]
@@ -210,9 +210,9 @@ func (r *Runner) winoTask(buf []float32, t int) {
 		y0, x0 := 2*ty-1, 2*tx-1
 		if y0+3 < in.H+in.Pad && x0+3 < in.W+in.Pad {
 			if wg.asm {
-				winogradInAsm(vb[i*ip:], vs, r.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
+				winogradInAsm(vb[i*ip:], vs, c.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
 			} else {
-				winogradInGo(vb[i*ip:], vs, r.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
+				winogradInGo(vb[i*ip:], vs, c.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
 			}
 			continue
 		}
@@ -221,7 +221,7 @@ func (r *Runner) winoTask(buf []float32, t int) {
 		for rr := 0; rr < 4; rr++ {
 			for cc := 0; cc < 4; cc++ {
 				if y0+rr < in.H+in.Pad && x0+cc < in.W+in.Pad {
-					copy(win[(rr*4+cc)*ip:][:ip], r.in[in.Offset(img, y0+rr, x0+cc):][:ip])
+					copy(win[(rr*4+cc)*ip:][:ip], c.in[in.Offset(img, y0+rr, x0+cc):][:ip])
 				}
 			}
 		}
@@ -233,14 +233,14 @@ func (r *Runner) winoTask(buf []float32, t int) {
 	}
 
 	for _, gr := range l.groups[wg.sets[set]:wg.sets[set+1]] {
-		r.winoGroup(buf[16*vs:], vb, t0, nt, gr)
+		c.winoGroup(buf[16*vs:], vb, t0, nt, gr)
 	}
 }
 
 // winoGroup computes group gr's outputs of the nt tiles from t0 on, whose
 // transformed input is in vb; mb is scratch for the products.
-func (r *Runner) winoGroup(mb, vb []float32, t0, nt int, gr group) {
-	l := r.l
+func (c *convRun) winoGroup(mb, vb []float32, t0, nt int, gr group) {
+	l := c.l
 	wg := l.wino
 	in, out := l.in, l.out
 	v := gr.units * unit
@@ -269,19 +269,19 @@ func (r *Runner) winoGroup(mb, vb []float32, t0, nt int, gr group) {
 		if wg.asm && 2*ty+1 < out.H && 2*tx+1 < out.W {
 			o := out.Offset(img, 2*ty, 2*tx) + gr.u0*unit
 			var res []float32
-			if r.res != nil {
-				res = r.res[o:]
+			if c.res != nil {
+				res = c.res[o:]
 			}
-			winogradOutAsm(r.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
+			winogradOutAsm(c.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
 		} else if wg.asm {
-			r.winoEdge(mb[i*v:], ms, img, ty, tx, gr, bias)
+			c.winoEdge(mb[i*v:], ms, img, ty, tx, gr, bias)
 		} else {
 			winogradOutGo(&y, mb[i*v:], ms, v)
-			r.winoEpilogue(&y, img, ty, tx, gr, bias)
+			c.winoEpilogue(&y, img, ty, tx, gr, bias)
 		}
 		if tx == 0 {
 			for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
-				zeroPadding(r.out, out, img, 2*ty+dy, gr.u0*unit, v)
+				zeroPadding(c.out, out, img, 2*ty+dy, gr.u0*unit, v)
 			}
 		}
 	}
@@ -291,17 +291,17 @@ func (r *Runner) winoGroup(mb, vb []float32, t0, nt int, gr group) {
 // right edge of an image of odd size, in assembly: the whole 2x2 tile goes
 // to a buffer (its residual, where there is one, copied in first, zero past
 // the image) and the pixels inside the image are copied out.
-func (r *Runner) winoEdge(m []float32, stride, img, ty, tx int, gr group, bias []float32) {
-	l, out := r.l, r.l.out
+func (c *convRun) winoEdge(m []float32, stride, img, ty, tx int, gr group, bias []float32) {
+	l, out := c.l, c.l.out
 	v := gr.units * unit
 	var y, rb [4 * 4 * unit]float32 // 2x2 pixels of v values: pixel (dy, dx) at (2*dy+dx)*v
 	var res []float32
-	if r.res != nil {
+	if c.res != nil {
 		res = rb[:]
 		for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
 			for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
 				o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
-				copy(rb[(2*dy+dx)*v:][:v], r.res[o:][:v])
+				copy(rb[(2*dy+dx)*v:][:v], c.res[o:][:v])
 			}
 		}
 	}
@@ -309,23 +309,23 @@ func (r *Runner) winoEdge(m []float32, stride, img, ty, tx int, gr group, bias [
 	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
 		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
 			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
-			copy(r.out[o:][:v], y[(2*dy+dx)*v:][:v])
+			copy(c.out[o:][:v], y[(2*dy+dx)*v:][:v])
 		}
 	}
 }
 
 // winoEpilogue adds the bias and residual to a tile's outputs y, clamps
 // them at zero for a ReLU layer and stores those inside the image.
-func (r *Runner) winoEpilogue(y *[2][2][4 * unit]float32, img, ty, tx int, gr group, bias []float32) {
-	l, out := r.l, r.l.out
+func (c *convRun) winoEpilogue(y *[2][2][4 * unit]float32, img, ty, tx int, gr group, bias []float32) {
+	l, out := c.l, c.l.out
 	v := gr.units * unit
 	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
 		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
 			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
-			dst := r.out[o:][:v]
+			dst := c.out[o:][:v]
 			var res []float32
-			if r.res != nil {
-				res = r.res[o:][:v]
+			if c.res != nil {
+				res = c.res[o:][:v]
 			}
 			for ch, s := range y[dy][dx][:v] {
 				s += bias[ch]
