@@ -4,22 +4,23 @@
 //
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
-// and output channels run as Winograd F(2x2, 3x3) (winograd.go) where the
-// kernels are AVX-512; every other layer runs as a direct convolution in
-// four steps:
+// and output channels (256 x 256 with AVX2) run as Winograd F(2x2, 3x3)
+// (winograd.go) where the kernels are AVX-512 or AVX2; every other layer
+// runs as a direct convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
 //     for each group the weights of every (kernel row, kernel column, input
 //     channel) one after another, so the kernels read them as one stream.
 //  2. Run cuts the output into tasks (a range of output rows of any image
-//     times one channel group), enough to keep every thread busy, and the
-//     threads take tasks in turn.
+//     times one set of channel groups: one group, or with AVX2 as many as
+//     have up to 512 KiB of weights), enough to keep every thread busy, and
+//     the threads take tasks in turn.
 //  3. For each row of a task, the kernel computes P pixels of the row at a
-//     time (the last call takes what is left), keeping the P x group tile in
-//     registers over the whole sum: no im2col matrix, no packing of the
-//     input, which the kernel reads in place thanks to the zero padding
-//     around every image.
+//     time (the last call takes what is left) for each group of the set in
+//     turn, keeping the P x group tile in registers over the whole sum: no
+//     im2col matrix, no packing of the input, which the kernel reads in
+//     place thanks to the zero padding around every image.
 //  4. The kernel applies the epilogue (bias, residual, ReLU) to the tile in
 //     registers and stores it; the task then zeroes the padding of its rows,
 //     so the output is ready for the next layer.
@@ -83,6 +84,7 @@ type Layer struct {
 	w      []float32 // packed weights (direct convolution)
 	bias   []float32 // out.Pitch values
 	px     []int     // pixels per kernel call, by group size in units
+	sets   []int     // direct: a task's groups are groups[sets[i]:sets[i+1]]
 	wino   *winograd // the Winograd plan, or nil for the direct convolution
 }
 
@@ -155,7 +157,48 @@ func newLayer(s Spec, wino bool) (*Layer, error) {
 		return l, nil
 	}
 	l.packDirect(s.Weight)
+	l.sets = directSets(l.groups, per, directSetBytes(kern.name))
 	return l, nil
+}
+
+// directSetBytes is how many bytes of weights a task of a direct
+// convolution may cover (see directSets) with kernel family family.
+//
+// A task used to be one channel group's output rows: it read its rows'
+// input once for each group, and a layer's input as many times as it has
+// groups. Where every group's weights overflow the L1 cache anyway (36 KB
+// for a 3x3 layer of 64 input channels and 16 output channels), a kernel
+// call reads them from L2 whatever the order, so a task that computes
+// several groups for each block of pixels costs no more weight reads while
+// it reads the input once. On the 2-core AMD EPYC development machine (AVX2,
+// 1 MiB of L2 a core; BenchmarkLayer at 2 threads, medians of 4,
+// results/amd-epyc-2core/direct-sets) stage 2's stride-2 3x3 layer ran at
+// 111 GFLOP/s instead of 61 at batch 8 and 123 instead of 99 at batch 1,
+// stage 4's 1x1 shortcut at 106 instead of 68 and 90 instead of 73. In a
+// first look, sets of 1 MiB (three of stage 4's 3x3 groups, 295 KB each)
+// gave that layer 80 and 110 GFLOP/s at batch 8 against 128-133, so the
+// budget stays under it. Other families keep a group a task: they were not
+// measured.
+func directSetBytes(family string) int {
+	if family == "avx2" {
+		return 512 << 10
+	}
+	return 0
+}
+
+// directSets cuts groups, whose weights are per values an output channel,
+// into runs of consecutive groups of at most most bytes of weights; a group
+// larger than most is a run of its own.
+func directSets(groups []group, per, most int) []int {
+	sets, bytes := []int{0}, 0
+	for i, gr := range groups {
+		b := 4 * gr.units * unit * per
+		if i > 0 && bytes+b > most {
+			sets, bytes = append(sets, i), 0
+		}
+		bytes += b
+	}
+	return append(sets, len(groups))
 }
 
 // packDirect packs the direct convolution's weights w (OIHW) for every

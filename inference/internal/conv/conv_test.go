@@ -371,3 +371,56 @@ func TestRun2(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectSets checks how groups are cut into sets, and that a task of
+// several groups writes exactly what tasks of one group each write, on
+// every kernel family (whichever cut its family takes by default), with
+// groups of mixed sizes where a family has them.
+func TestDirectSets(t *testing.T) {
+	g := func(units ...int) []group {
+		var gs []group
+		for i, u := range units {
+			gs = append(gs, group{u0: i, units: u})
+		}
+		return gs
+	}
+	// per = 100 values an output channel: a 1-unit group holds 6400 bytes.
+	assert.Equal(t, []int{0, 1, 2, 3}, directSets(g(1, 1, 1), 100, 0), "no budget: a group a set")
+	assert.Equal(t, []int{0, 2, 3}, directSets(g(1, 1, 1), 100, 12800), "two groups fit")
+	assert.Equal(t, []int{0, 1, 2}, directSets(g(4, 1), 100, 12800), "a group over the budget is a set alone")
+	assert.Equal(t, []int{0, 3}, directSets(g(1, 1, 1), 100, 1<<20))
+
+	rng := rand.New(rand.NewPCG(11, 12))
+	in := Layout{H: 13, W: 11, C: 32, Pitch: 32, Pad: 1}
+	for _, kern := range Kernels() {
+		for _, k := range []int{1, 3} {
+			l, err := newLayer(Spec{
+				In: in, Out: 80, K: k, Stride: 2, Pad: k / 2, OutPad: 1, ReLU: true, Kernel: kern,
+				Weight: randSlice(rng, 80*32*k*k), Bias: randSlice(rng, 80),
+			}, false)
+			require.NoError(t, err)
+			if kern == "avx2" {
+				assert.Len(t, l.sets, 2, "avx2: every group of this small layer in one set")
+			}
+			x, _ := randTensor(rng, 3, in)
+			res, _ := randTensor(rng, 3, l.Out())
+			per := k * k * in.Pitch
+			var outs [][]float32
+			for _, most := range []int{0, 1 << 30} {
+				l.sets = directSets(l.groups, per, most)
+				out := make([]float32, l.Out().Size(3))
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+				for _, ctx := range contexts(t) {
+					require.NoError(t, NewRunner(ctx).Run(l, 3, x, out, res))
+				}
+				for i, v := range out {
+					require.False(t, math.IsNaN(float64(v)), "kernel %s, %dx%d, set budget %d: value %d not written", kern, k, k, most, i)
+				}
+				outs = append(outs, out)
+			}
+			assert.Equal(t, outs[0], outs[1], "kernel %s, %dx%d: a set of every group against a group a set", kern, k, k)
+		}
+	}
+}

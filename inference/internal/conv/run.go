@@ -133,7 +133,7 @@ func (c *convRun) prepare(cv Conv, n, t int) error {
 	blocks := l.split(n, t)
 	c.rows = (rows + blocks - 1) / blocks
 	c.blocks = (rows + c.rows - 1) / c.rows
-	c.tasks = c.blocks * len(l.groups)
+	c.tasks = c.blocks * (len(l.sets) - 1)
 	return nil
 }
 
@@ -271,25 +271,24 @@ func (r *Runner) tasks(thread, lo, hi int) {
 }
 
 // convTask computes output rows [b*rows, (b+1)*rows) of the batch for
-// group t / blocks, where b is t mod blocks: consecutive tasks share a
-// group, and so its weights.
+// group set t / blocks, where b is t mod blocks: consecutive tasks share a
+// set, and so its weights. For each block of pixels it runs the set's
+// groups one after another, which read the same input.
 func (c *convRun) convTask(t int) {
 	l := c.l
-	gr := l.groups[t/c.blocks]
+	set := l.groups[l.sets[t/c.blocks]:l.sets[t/c.blocks+1]]
 	row0 := t % c.blocks * c.rows
 	row1 := min(row0+c.rows, c.n*l.out.H)
 	in, out := l.in, l.out
-	v := gr.units * unit
-	p := l.px[gr.units]
-	k, st := l.k, l.stride
-	tl := tile{
-		nky: k, xrow: in.RowPitch(), xpix: st * in.Pitch, opix: out.Pitch,
-		bias: l.bias[gr.u0*unit:],
+	p := l.px[set[0].units]
+	for _, gr := range set[1:] {
+		p = min(p, l.px[gr.units])
 	}
+	k, st := l.k, l.stride
+	tl := tile{nky: k, xrow: in.RowPitch(), xpix: st * in.Pitch, opix: out.Pitch}
 	// The channels of a kernel row's columns are contiguous in the input
 	// and the weights: one run of k*Pitch values a row.
 	tl.nkx, tl.nc = 1, k*in.Pitch
-	tl.w = l.w[gr.w:]
 	tl.flags = flagBias
 	if l.relu {
 		tl.flags |= flagReLU
@@ -301,17 +300,22 @@ func (c *convRun) convTask(t int) {
 		img, oy := row/out.H, row%out.H
 		for ox := 0; ox < out.W; ox += p {
 			pp := min(p, out.W-ox)
-			tl.x = c.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad):]
-			o := out.Offset(img, oy, ox) + gr.u0*unit
-			tl.out = c.out[o:]
-			if c.res != nil {
-				tl.res = c.res[o:]
+			x := c.in[in.Offset(img, oy*st-l.pad, ox*st-l.pad):]
+			o := out.Offset(img, oy, ox)
+			for _, gr := range set {
+				tl.x, tl.w, tl.bias = x, l.w[gr.w:], l.bias[gr.u0*unit:]
+				tl.out = c.out[o+gr.u0*unit:]
+				if c.res != nil {
+					tl.res = c.res[o+gr.u0*unit:]
+				}
+				l.kern.run(pp, gr.units, &tl)
 			}
-			l.kern.run(pp, gr.units, &tl)
 		}
 	}
+	last := set[len(set)-1]
+	c0, c1 := set[0].u0*unit, (last.u0+last.units)*unit
 	for row := row0; row < row1; row++ {
-		zeroPadding(c.out, out, row/out.H, row%out.H, gr.u0*unit, v)
+		zeroPadding(c.out, out, row/out.H, row%out.H, c0, c1-c0)
 	}
 }
 
