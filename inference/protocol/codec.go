@@ -180,12 +180,17 @@ func readInto(rd *mem.Reader, dst []byte) error {
 	return err
 }
 
+// readUvarint reads a base-128 varint as protobuf does: at most ten bytes,
+// the tenth holding only the 64th bit.
 func readUvarint(rd *mem.Reader) (uint64, error) {
 	var x uint64
 	for shift := uint(0); shift < 64; shift += 7 {
 		b, err := rd.ReadByte()
 		if err != nil {
 			return 0, fmt.Errorf("protocol: truncated varint: %w", err)
+		}
+		if shift == 63 && b > 1 {
+			return 0, fmt.Errorf("protocol: varint overflows 64 bits")
 		}
 		x |= uint64(b&0x7f) << shift
 		if b < 0x80 {

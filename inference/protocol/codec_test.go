@@ -2,11 +2,13 @@ package protocol
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // frames splits msg into buffers as gRPC's transport hands them to a codec:
@@ -82,4 +84,34 @@ func BenchmarkReadInto(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestReadUvarintAsProtobuf: readUvarint takes and refuses the varints
+// protowire does, the ten-byte ones included (found by FuzzInferCodec: a
+// tenth byte above 1 was taken, its bits past the 64th dropped, where
+// protobuf refuses the message).
+func TestReadUvarintAsProtobuf(t *testing.T) {
+	for _, b := range [][]byte{
+		{0},
+		{0x7f},
+		{0x80, 0x01},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // math.MaxUint64
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, // 0, not minimal
+		{0x8e, 0x90, 0xc6, 0xcf, 0x9a, 0xeb, 0xcc, 0x96, 0x9b, 0x23}, // the fuzzer's
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // eleven bytes
+		{0x80, 0x80}, // truncated
+	} {
+		want, n := protowire.ConsumeVarint(b)
+		got, err := readUvarint(mem.BufferSlice{mem.SliceBuffer(b)}.Reader())
+		if n < 0 {
+			require.Error(t, err, "% x", b)
+			continue
+		}
+		require.NoError(t, err, "% x", b)
+		require.Equal(t, want, got, "% x", b)
+	}
+	v, err := readUvarint(mem.BufferSlice{mem.SliceBuffer(protowire.AppendVarint(nil, math.MaxUint64))}.Reader())
+	require.NoError(t, err)
+	require.Equal(t, uint64(math.MaxUint64), v)
 }
