@@ -83,6 +83,16 @@ func naive(s Spec, n int, x, res []float32) []float64 {
 	return y
 }
 
+// nans returns n NaNs: an output buffer in which every value a layer must
+// write shows whether it was.
+func nans(n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	return out
+}
+
 func contexts(t testing.TB) []*gemm.Context {
 	t.Helper()
 	var cs []*gemm.Context
@@ -146,10 +156,7 @@ func TestLayer(t *testing.T) {
 							res, resNCHW = randTensor(rng, tc.n, ol)
 						}
 						// Poison the output: every value must be written.
-						got := make([]float32, ol.Size(tc.n)+7)
-						for i := range got {
-							got[i] = float32(math.NaN())
-						}
+						got := nans(ol.Size(tc.n) + 7)
 						require.NoError(t, r.Run(l, tc.n, x, got, res))
 						want := naive(s, tc.n, xNCHW, resNCHW)
 						tol := 1e-5 * (1 + float64(tc.in.C*tc.k*tc.k))
@@ -342,13 +349,7 @@ func TestRun2(t *testing.T) {
 					wantA, wantB := make([]float32, pair.a.Out().Size(n)), make([]float32, pair.b.Out().Size(n))
 					require.NoError(t, r.Run(pair.a, n, x, wantA, nil))
 					require.NoError(t, r.Run(pair.b, n, x, wantB, res))
-					gotA, gotB := make([]float32, len(wantA)), make([]float32, len(wantB))
-					for i := range gotA {
-						gotA[i] = float32(math.NaN())
-					}
-					for i := range gotB {
-						gotB[i] = float32(math.NaN())
-					}
+					gotA, gotB := nans(len(wantA)), nans(len(wantB))
 					require.NoError(t, r.Run2(n, Conv{L: pair.a, In: x, Out: gotA}, Conv{L: pair.b, In: x, Out: gotB, Res: res}))
 					assert.Equal(t, wantA, gotA, "first convolution")
 					assert.Equal(t, wantB, gotB, "second convolution")
@@ -408,10 +409,7 @@ func TestDirectSets(t *testing.T) {
 			var outs [][]float32
 			for _, most := range []int{0, 1 << 30} {
 				l.sets = directSets(l.groups, per, most)
-				out := make([]float32, l.Out().Size(3))
-				for i := range out {
-					out[i] = float32(math.NaN())
-				}
+				out := nans(l.Out().Size(3))
 				for _, ctx := range contexts(t) {
 					require.NoError(t, NewRunner(ctx).Run(l, 3, x, out, res))
 				}

@@ -7,11 +7,11 @@ package conv
 // block. Few blocks per set mean few reads of the weights, which dominate
 // the deep layers (9.4 MB in ResNet-18's last stage against 0.2 MB of input
 // an image); many blocks mean enough tasks to keep every thread busy, and
-// small ones, so that a thread that runs slow holds the layer up by little. split picks the number of blocks that
-// minimises a two-term cost: the compute of the busiest thread (threads
-// take tasks as they free up, so it ends at most one task after the
-// average), and the bytes of weights all threads read, at a bandwidth they
-// share.
+// small ones, so that a thread that runs slow holds the layer up by little.
+// split picks the number of blocks that minimises a two-term cost: the
+// compute of the busiest thread (threads take tasks as they free up, so it
+// ends at most one task after the average), and the bytes of weights all
+// threads read, at a bandwidth they share.
 //
 // The constants were fitted to BenchmarkLayer on the GPU machine's host
 // (Intel Xeon, 16 threads; results/nvidia-h100-host): about 100 GFLOP/s

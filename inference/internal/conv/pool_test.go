@@ -32,10 +32,7 @@ func TestMaxPool(t *testing.T) {
 				p, err := NewMaxPool(in, tc.outPad)
 				require.NoError(t, err)
 				ol := p.Out()
-				got := make([]float32, ol.Size(n))
-				for i := range got {
-					got[i] = float32(math.NaN())
-				}
+				got := nans(ol.Size(n))
 				require.NoError(t, r.Pool(p, n, x, got))
 				for i := 0; i < n; i++ {
 					for oy := -ol.Pad; oy < ol.H+ol.Pad; oy++ {
@@ -118,10 +115,7 @@ func TestMean(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("threads=%d/n=%d/c=%d", ctx.Threads(), tc.n, tc.l.C), func(t *testing.T) {
 				x, xNCHW := randTensor(rng, tc.n, tc.l)
-				feat := make([]float32, tc.l.C*tc.n)
-				for i := range feat {
-					feat[i] = float32(math.NaN())
-				}
+				feat := nans(tc.l.C * tc.n)
 				require.NoError(t, r.Mean(tc.l, tc.n, x, feat))
 				plane := tc.l.H * tc.l.W
 				for i := 0; i < tc.n; i++ {
