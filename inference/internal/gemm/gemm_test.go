@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -349,5 +350,40 @@ func TestYieldEvery(t *testing.T) {
 			}))
 			assert.Equal(t, int64(999*1000/2), sum.Load())
 		})
+	}
+}
+
+// TestSleeperWakeForAnEarlierWait: a wake-up that finds the condition still
+// false (one meant for an earlier wait, like the one a job's last worker
+// sends after the caller has moved on to the next job) does not end the
+// wait; the next one, after the condition is true, does.
+func TestSleeperWakeForAnEarlierWait(t *testing.T) {
+	s := newSleeper(2)
+	var ready atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		s.wait(ready.Load)
+		close(done)
+	}()
+	parked := func() {
+		for deadline := time.Now().Add(5 * time.Second); s.state.Load() != asleep; {
+			require.True(t, time.Now().Before(deadline), "the sleeper never parked")
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	parked()
+	s.wake() // the condition is still false
+	parked() // it spins again, then parks again
+	select {
+	case <-done:
+		t.Fatal("wait returned on a wake-up while its condition was false")
+	default:
+	}
+	ready.Store(true)
+	s.wake()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait did not return after its condition became true and it was woken")
 	}
 }

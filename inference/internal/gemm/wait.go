@@ -75,33 +75,48 @@ func newSleeper(threads int) *sleeper {
 
 // wait returns once ready returns true: it spins for up to spinFor, then
 // parks until wake. Only the sleeper's own goroutine calls wait.
+//
+// A wake-up may be meant for an earlier wait: the worker that ends a job
+// calls wake after the count it makes zero, and the caller, which may have
+// seen the zero first, can be parked in the next job's wait by then. So a
+// wait that is woken looks at its condition again, and sleeps again if it
+// is false. (It did not: the caller then went on while a worker still ran
+// the job, which the race detector caught once in CI, in
+// TestLogitsOverEveryTransportEqualInProcessBitForBit on 2 CPUs.)
 func (s *sleeper) wait(ready func() bool) {
-	start := time.Now()
-	for i := 1; ; i++ {
+	for {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if ready() {
+				return
+			}
+			if i%spinCheck == 0 {
+				if time.Since(start) > spinFor {
+					break
+				}
+				if i%(spinCheck*s.every) == 0 {
+					runtime.Gosched()
+				}
+				osYield()
+			}
+		}
+		s.state.Store(asleep)
+		// The condition may have become true before the waker read the
+		// state: look once more, after the store.
+		if ready() {
+			if s.state.CompareAndSwap(asleep, awake) {
+				return
+			}
+			// A waker saw the sleeper asleep and sends a wake-up: take
+			// it, so that the next wait does not find it.
+			<-s.ch
+			return
+		}
+		<-s.ch
 		if ready() {
 			return
 		}
-		if i%spinCheck == 0 {
-			if time.Since(start) > spinFor {
-				break
-			}
-			if i%(spinCheck*s.every) == 0 {
-				runtime.Gosched()
-			}
-			osYield()
-		}
 	}
-	s.state.Store(asleep)
-	// The condition may have become true before the waker read the state:
-	// look once more, after the store.
-	if ready() {
-		if s.state.CompareAndSwap(asleep, awake) {
-			return
-		}
-		// The waker saw the sleeper asleep and sends a wake-up: take it,
-		// so that the next wait does not find it.
-	}
-	<-s.ch
 }
 
 // wake wakes the sleeper if it is parked, or about to park, in wait; call it
