@@ -1,6 +1,8 @@
 package backend_test
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,15 +18,23 @@ func (n named) Name() string { return string(n) }
 
 func (n named) Open(*resnet.Model, backend.Options) (backend.Engine, error) { return nil, nil }
 
+// runs numbers the tests' runs: the registry outlives a run (-count 2), so
+// each run registers names of its own.
+var runs atomic.Int64
+
+// fresh returns base made unique to this run.
+func fresh(base string) string { return fmt.Sprintf("%s-%d", base, runs.Add(1)) }
+
 func TestRegisterAndLookup(t *testing.T) {
-	backend.Register(named("registry-test-a"))
-	backend.Register(named("registry-test-b"))
-	for _, name := range []string{"registry-test-a", "registry-test-b"} {
-		b, err := backend.Lookup(name)
+	a, b := fresh("registry-test-a"), fresh("registry-test-b")
+	backend.Register(named(a))
+	backend.Register(named(b))
+	for _, name := range []string{a, b} {
+		got, err := backend.Lookup(name)
 		require.NoError(t, err, "Lookup(%q)", name)
-		assert.Equal(t, name, b.Name())
+		assert.Equal(t, name, got.Name())
 	}
-	assert.Subset(t, backend.Names(), []string{"registry-test-a", "registry-test-b"})
+	assert.Subset(t, backend.Names(), []string{a, b})
 	assert.IsNonDecreasing(t, backend.Names())
 }
 
@@ -36,7 +46,8 @@ func TestLookupUnregisteredNamesThePackage(t *testing.T) {
 }
 
 func TestRegisterPanics(t *testing.T) {
-	backend.Register(named("registry-test-dup"))
+	dup := fresh("registry-test-dup")
+	backend.Register(named(dup))
 	tests := []struct {
 		name string
 		b    backend.Backend
@@ -44,7 +55,7 @@ func TestRegisterPanics(t *testing.T) {
 	}{
 		{"nil", nil, "backend: Register of a nil Backend"},
 		{"empty name", named(""), "backend: Register of a Backend with an empty name"},
-		{"duplicate", named("registry-test-dup"), `backend: Register called twice for "registry-test-dup"`},
+		{"duplicate", named(dup), fmt.Sprintf("backend: Register called twice for %q", dup)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
