@@ -8,7 +8,8 @@ import (
 // Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
 // 1: each 2x2 block of outputs (a tile) is computed from the 4x4 block of
 // input around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, 16 multiplications per input
-// channel instead of 36. Over the channels the 16 element-wise products are
+// channel instead of 36. F(4x4, 3x3) (winograd4.go) has the same plan with
+// 4x4 tiles, 6x6 blocks and 36 positions where this text says 16. Over the channels the 16 element-wise products are
 // 16 matrix products (tiles x input channels times input channels x output
 // channels), which the direct convolution's kernels compute as 1x1
 // convolutions. A task takes a block of tiles and a set of channel groups
@@ -23,7 +24,7 @@ import (
 //     bias and the residual, clamps at zero and stores the 2x2 outputs.
 //
 // The transforms only add and subtract, so rounding stays close to the
-// direct convolution's (TestWinograd, and the ResNet-18 parity test).
+// direct convolution's (TestLayer, and the ResNet-18 parity test).
 
 // winograd is a layer's Winograd plan.
 type winograd struct {

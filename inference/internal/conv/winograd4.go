@@ -17,7 +17,7 @@ import (
 //	     [0  4  0 -5 0 1]       [   0    0    1]
 //
 // The transforms multiply by 4, 5 and 8 as well as add, so rounding is
-// further from the direct convolution's than F(2x2, 3x3)'s: TestWinograd
+// further from the direct convolution's than F(2x2, 3x3)'s: TestLayer
 // and the ResNet-18 parity test bound it. The Go transforms below are the
 // reference the assembly matches to the bit: the same operations in the same
 // order, every product rounded to float32 before it is added (no fused
@@ -126,8 +126,12 @@ const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
 // On the 2-core AMD EPYC development machine (AVX2, BenchmarkLayer at 2
 // threads; results/amd-epyc-2core/winograd-4x4) F(4x4, 3x3) took 0.6-0.7
 // of F(2x2, 3x3)'s time in stages 1-3 at batch 8, and BenchmarkForward
-// gained 14 % at batch 1 and 18 % at batch 8. On AVX-512 it was not
-// measured; its transforms are AVX2's.
+// gained 14 % at batch 1 and 18 % at batch 8; on a 16-vCPU Xeon with the
+// avx2 kernels forced, 9-19 % at batch 8 on 2, 8 and 16 threads, batch 1
+// unchanged. With that Xeon's avx512 kernels (which run Winograd in stage
+// 4 as well) it lost 31 % at 16 threads, batch 1, and 4 % at batch 8
+// (results/nvidia-h200-host/winograd-4x4-ae7e0ad): too few tiles to share
+// out, and 2.25 times the transformed weights to read.
 func winoTile(family string) (int, error) {
 	v, err := WinogradTile()
 	switch {
