@@ -10,7 +10,8 @@
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. With AVX-512 the 3x3
 // stride-1 layers run as Winograd F(2x2, 3x3), and with AVX2 those of up to
-// 256 channels (conv.WinogradEnv=off turns it off).
+// 256 channels as Winograd F(4x4, 3x3) (conv.WinogradEnv=off turns it off,
+// conv.WinogradTileEnv picks the tile).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch
@@ -68,7 +69,11 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	if err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	e := &engine{net: net, pool: p, winograd: wino}
+	tile, err := conv.WinogradTile()
+	if err != nil {
+		return nil, errors.Join(err, p.close())
+	}
+	e := &engine{net: net, pool: p, winograd: wino, winoTile: tile}
 	for i := 0; i < opts.Workers; i++ {
 		w := &worker{net: net, pool: p, scratch: net.newScratch(p, min(opts.MaxBatch, maxImages)), slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
@@ -83,6 +88,7 @@ type engine struct {
 	net      *network
 	pool     *pool
 	winograd string // conv.WinogradPolicy's value
+	winoTile string // conv.WinogradTile's value
 	workers  []backend.Worker
 	once     sync.Once
 }
@@ -94,6 +100,9 @@ func (e *engine) Info() backend.Info {
 	}
 	if e.winograd != "auto" { // only when conv.WinogradEnv is set to on or off
 		kvs = append(kvs, backend.KV{Key: "cpu-winograd", Value: e.winograd})
+	}
+	if e.winoTile != "auto" { // only when conv.WinogradTileEnv is set to 2 or 4
+		kvs = append(kvs, backend.KV{Key: "cpu-winograd-tile", Value: e.winoTile})
 	}
 	return backend.Info{Config: kvs}
 }

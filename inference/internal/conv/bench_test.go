@@ -32,10 +32,10 @@ func BenchmarkLayer(b *testing.B) {
 		}
 		for _, batch := range []int{1, 8} {
 			for _, tc := range cases {
-				for _, wino := range []bool{false, true} {
+				for _, tile := range []int{0, 2, 4} {
 					algo := "direct"
-					if wino {
-						algo = "winograd"
+					if tile != 0 {
+						algo = fmt.Sprintf("winograd%dx%d", tile, tile)
 						if tc.k != 3 || tc.stride != 1 {
 							continue
 						}
@@ -46,7 +46,7 @@ func BenchmarkLayer(b *testing.B) {
 						defer ctx.Close()
 						rng := rand.New(rand.NewPCG(1, 1))
 						l, err := newLayer(Spec{In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: 1,
-							Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern}, wino)
+							Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out), ReLU: true, Kernel: kern}, tile)
 						require.NoError(b, err)
 						x, _ := randTensor(rng, batch, tc.in)
 						y := make([]float32, l.Out().Size(batch))

@@ -5,8 +5,9 @@
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
 // and output channels (256 x 256 with AVX2) run as Winograd F(2x2, 3x3)
-// (winograd.go) where the kernels are AVX-512 or AVX2; every other layer
-// runs as a direct convolution in four steps:
+// where the kernels are AVX-512 and F(4x4, 3x3) where they are AVX2
+// (winograd.go, winograd4.go); every other layer runs as a direct
+// convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -95,8 +96,10 @@ type group struct {
 }
 
 // NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
-// enough channels run with Winograd's F(2x2, 3x3) (see winograd.go), the
-// others as a direct convolution; WinogradEnv can turn Winograd off.
+// enough channels run with Winograd's F(4x4, 3x3) (AVX2) or F(2x2, 3x3)
+// (AVX-512; see winograd.go and winograd4.go), the others as a direct
+// convolution; WinogradEnv can turn Winograd off and WinogradTileEnv pick
+// the tile.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
@@ -106,10 +109,19 @@ func NewLayer(s Spec) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLayer(s, policy != "off" && useWinograd(s, kern.name))
+	tile, err := winoTile(kern.name)
+	if err != nil {
+		return nil, err
+	}
+	if policy == "off" || !useWinograd(s, kern.name) {
+		tile = 0
+	}
+	return newLayer(s, tile)
 }
 
-func newLayer(s Spec, wino bool) (*Layer, error) {
+// newLayer is NewLayer with Winograd tiles of tile x tile outputs (2 or 4),
+// or a direct convolution for tile 0, whatever the layer.
+func newLayer(s Spec, tile int) (*Layer, error) {
 	in := s.In
 	switch {
 	case in.H < 1 || in.W < 1 || in.C < 1 || in.Pitch < in.C || in.Pad < 0:
@@ -152,8 +164,8 @@ func newLayer(s Spec, wino bool) (*Layer, error) {
 		l.groups = append(l.groups, group{u0: u, units: g, w: u * unit * per})
 		u += g
 	}
-	if wino && s.K == 3 && s.Stride == 1 && s.Pad == 1 {
-		l.wino = newWinograd(l, s.Weight)
+	if tile != 0 && s.K == 3 && s.Stride == 1 && s.Pad == 1 {
+		l.wino = newWinograd(l, s.Weight, tile)
 		return l, nil
 	}
 	l.packDirect(s.Weight)

@@ -134,18 +134,19 @@ func TestLayer(t *testing.T) {
 		for _, ctx := range contexts(t) {
 			r := NewRunner(ctx)
 			for _, tc := range cases {
-				for _, wino := range []bool{false, true} {
+				for _, tile := range []int{0, 2, 4} {
+					wino := tile != 0
 					if wino && (tc.k != 3 || tc.stride != 1 || tc.pad != 1) {
 						continue
 					}
-					name := fmt.Sprintf("kernel=%s/threads=%d/%s/winograd=%v", kern, ctx.Threads(), tc.name, wino)
+					name := fmt.Sprintf("kernel=%s/threads=%d/%s/winograd-tile=%d", kern, ctx.Threads(), tc.name, tile)
 					t.Run(name, func(t *testing.T) {
 						s := Spec{
 							In: tc.in, Out: tc.out, K: tc.k, Stride: tc.stride, Pad: tc.pad, OutPad: tc.outPad,
 							Weight: randSlice(rng, tc.out*tc.in.C*tc.k*tc.k), Bias: randSlice(rng, tc.out),
 							ReLU: tc.relu, Kernel: kern,
 						}
-						l, err := newLayer(s, wino)
+						l, err := newLayer(s, tile)
 						require.NoError(t, err)
 						assert.Equal(t, kern, l.Kernel())
 						assert.Equal(t, wino, l.wino != nil, "Winograd")
@@ -289,9 +290,9 @@ func TestRunAllocs(t *testing.T) {
 	require.NoError(t, err)
 	defer ctx.Close()
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, wino := range []bool{false, true} {
+	for _, tile := range []int{0, 2, 4} {
 		in := Layout{H: 9, W: 11, C: 32, Pitch: 32, Pad: 1} // odd: Winograd has edge tiles
-		l, err := newLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*32*9), ReLU: true}, wino)
+		l, err := newLayer(Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 32*32*9), ReLU: true}, tile)
 		require.NoError(t, err)
 		x, _ := randTensor(rng, 2, in)
 		res, _ := randTensor(rng, 2, l.Out())
@@ -304,7 +305,7 @@ func TestRunAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		assert.Zero(t, allocs, "allocations per Run, Winograd %v", wino)
+		assert.Zero(t, allocs, "allocations per Run, Winograd tile %d", tile)
 	}
 }
 
@@ -323,13 +324,13 @@ func TestRun2(t *testing.T) {
 				Weight: randSlice(rng, out*in.C*k*k), Bias: randSlice(rng, out),
 			}
 		}
-		conv1, err := newLayer(spec(64, 3, 2, 1, true), false)
+		conv1, err := newLayer(spec(64, 3, 2, 1, true), 0)
 		require.NoError(t, err)
-		down, err := newLayer(spec(64, 1, 2, 0, false), false)
+		down, err := newLayer(spec(64, 1, 2, 0, false), 0)
 		require.NoError(t, err)
-		wino, err := newLayer(spec(48, 3, 1, 1, true), true)
+		wino, err := newLayer(spec(48, 3, 1, 1, true), 4)
 		require.NoError(t, err)
-		direct, err := newLayer(spec(48, 3, 1, 1, false), false)
+		direct, err := newLayer(spec(48, 3, 1, 1, false), 0)
 		require.NoError(t, err)
 		require.Equal(t, conv1.Out(), down.Out())
 		for _, ctx := range contexts(t) {
@@ -398,7 +399,7 @@ func TestDirectSets(t *testing.T) {
 			l, err := newLayer(Spec{
 				In: in, Out: 80, K: k, Stride: 2, Pad: k / 2, OutPad: 1, ReLU: true, Kernel: kern,
 				Weight: randSlice(rng, 80*32*k*k), Bias: randSlice(rng, 80),
-			}, false)
+			}, 0)
 			require.NoError(t, err)
 			if kern == "avx2" {
 				assert.Len(t, l.sets, 2, "avx2: every group of this small layer in one set")

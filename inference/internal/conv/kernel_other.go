@@ -17,3 +17,11 @@ func winogradOutAsm(dst []float32, row, pix int, src []float32, stride int, bias
 }
 
 func winogradAsm(family string) bool { return false }
+
+func winograd4InAsm(dst []float32, stride int, src []float32, row, pix, n int) {
+	panic("conv: no Winograd assembly here")
+}
+
+func winograd4OutAsm(dst []float32, row, pix int, src []float32, stride int, bias, res []float32, relu bool, n int) {
+	panic("conv: no Winograd assembly here")
+}

@@ -141,7 +141,7 @@ func (c *convRun) prepare(cv Conv, n, t int) error {
 // needs.
 func (r *Runner) growScratch(l *Layer) {
 	wg := l.wino
-	need := 16*wg.tb*(l.in.Pitch+4*unit) + 16*l.in.Pitch
+	need := wg.pos()*(wg.stride(l.in.Pitch)+wg.stride(4*unit)) + wg.pos()*l.in.Pitch
 	for len(r.scratch) < r.threads.Threads() {
 		r.scratch = append(r.scratch, nil)
 	}

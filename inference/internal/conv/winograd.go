@@ -8,7 +8,8 @@ import (
 // Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
 // 1: each 2x2 block of outputs (a tile) is computed from the 4x4 block of
 // input around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, 16 multiplications per input
-// channel instead of 36. Over the channels the 16 element-wise products are
+// channel instead of 36. F(4x4, 3x3) (winograd4.go) has the same plan with
+// 4x4 tiles, 6x6 blocks and 36 positions where this text says 16. Over the channels the 16 element-wise products are
 // 16 matrix products (tiles x input channels times input channels x output
 // channels), which the direct convolution's kernels compute as 1x1
 // convolutions. A task takes a block of tiles and a set of channel groups
@@ -23,11 +24,12 @@ import (
 //     bias and the residual, clamps at zero and stores the 2x2 outputs.
 //
 // The transforms only add and subtract, so rounding stays close to the
-// direct convolution's (TestWinograd, and the ResNet-18 parity test).
+// direct convolution's (TestLayer, and the ResNet-18 parity test).
 
 // winograd is a layer's Winograd plan.
 type winograd struct {
-	u      []float32 // transformed weights: 16 planes of In.Pitch x Out.Pitch, each in groups
+	m      int       // a tile's outputs across and down: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)
+	u      []float32 // transformed weights: pos() planes of In.Pitch x Out.Pitch, each in groups
 	th, tw int       // tiles per image, down and across
 	tb     int       // most tiles per task (the scratch is sized for it)
 	asm    bool      // the transforms run in assembly (else in Go)
@@ -51,6 +53,19 @@ func groupSets(groups []group) []int {
 	}
 	return append(sets, len(groups))
 }
+
+// side is the side of a tile's input block.
+func (wg *winograd) side() int { return wg.m + 2 }
+
+// pos is the number of positions of a tile's transformed block: 16 or 36.
+func (wg *winograd) pos() int { return wg.side() * wg.side() }
+
+// stride is the distance between two positions' planes of a task's
+// scratch for n values a tile: a cache line more than the plane, so that
+// the planes do not all fall in the same sets of the L1 cache (a plane of 48
+// tiles of 64 channels is 12 KiB; the transforms touch one line of each
+// plane in turn).
+func (wg *winograd) stride(n int) int { return wg.tb*n + 16 }
 
 // nsets is the number of group sets.
 func (wg *winograd) nsets() int { return len(wg.sets) - 1 }
@@ -96,13 +111,15 @@ func useWinograd(s Spec, family string) bool {
 	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= most
 }
 
-// newWinograd transforms the weights of l (OIHW in w) for its groups.
-func newWinograd(l *Layer, w []float32) *winograd {
+// newWinograd transforms the weights of l (OIHW in w) for its groups, for
+// tiles of m x m outputs (2 or 4).
+func newWinograd(l *Layer, w []float32, m int) *winograd {
 	in, out := l.in, l.out
-	wg := &winograd{th: (out.H + 1) / 2, tw: (out.W + 1) / 2, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0, sets: groupSets(l.groups)}
-	wg.tb = max(6, min(48, 8192/in.Pitch)/6*6)
+	wg := &winograd{m: m, th: (out.H + m - 1) / m, tw: (out.W + m - 1) / m, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0, sets: groupSets(l.groups)}
+	// A task's transformed input stays within 512 KiB.
+	wg.tb = max(6, min(48, 16*8192/(wg.pos()*in.Pitch))/6*6)
 	plane := in.Pitch * out.Pitch
-	wg.u = make([]float32, 16*plane)
+	wg.u = make([]float32, wg.pos()*plane)
 	// Output channels innermost: the 16 stores of a kernel go to 16
 	// planes, and consecutive kernels store next to the previous ones.
 	for _, gr := range l.groups {
@@ -110,8 +127,15 @@ func newWinograd(l *Layer, w []float32) *winograd {
 		for c := 0; c < in.C; c++ {
 			base := gr.u0*unit*in.Pitch + c*v - gr.u0*unit
 			for o := gr.u0 * unit; o < min(gr.u0*unit+v, out.C); o++ {
-				var u [16]float64
-				winogradWeights(&u, w[(o*in.C+c)*9:][:9])
+				var u2 [16]float64
+				var u4 [36]float64
+				u := u2[:]
+				if m == 4 {
+					u = u4[:]
+					winograd4Weights(&u4, w[(o*in.C+c)*9:][:9])
+				} else {
+					winogradWeights(&u2, w[(o*in.C+c)*9:][:9])
+				}
 				for xi, x := range u {
 					wg.u[xi*plane+base+o] = float32(x)
 				}
@@ -169,9 +193,9 @@ func winogradInGo(dst []float32, stride int, src []float32, row, pix, n int) {
 }
 
 // winogradOutGo transforms n channels of a tile's 16 products back: src
-// holds position ξ's values at src[ξ*stride:]; out[r][c] receives the 2x2
-// outputs, before the epilogue.
-func winogradOutGo(out *[2][2][4 * unit]float32, src []float32, stride, n int) {
+// holds position ξ's values at src[ξ*stride:]; y receives output (r, c)'s
+// channel ch at y[(2r+c)*n + ch], before the epilogue.
+func winogradOutGo(y []float32, src []float32, stride, n int) {
 	for ch := 0; ch < n; ch++ {
 		var m [4][4]float32
 		for xi := 0; xi < 16; xi++ {
@@ -183,8 +207,8 @@ func winogradOutGo(out *[2][2][4 * unit]float32, src []float32, stride, n int) {
 			t[1][c] = m[1][c] - m[2][c] - m[3][c]
 		}
 		for r := 0; r < 2; r++ {
-			out[r][0][ch] = t[r][0] + t[r][1] + t[r][2]
-			out[r][1][ch] = t[r][1] - t[r][2] - t[r][3]
+			y[(2*r)*n+ch] = t[r][0] + t[r][1] + t[r][2]
+			y[(2*r+1)*n+ch] = t[r][1] - t[r][2] - t[r][3]
 		}
 	}
 }
@@ -199,42 +223,60 @@ func (c *convRun) winoTask(buf []float32, t int) {
 	t0 := t / wg.nsets() * c.rows
 	nt := min(c.rows, c.n*wg.th*wg.tw-t0)
 	ip := in.Pitch
-	vs := wg.tb * ip // stride between the positions' planes of input
-	vb := buf[:16*vs]
-	win := buf[16*(vs+wg.tb*4*unit):][:16*ip] // an edge tile's input block
+	vs := wg.stride(ip) // stride between the positions' planes of input
+	np, a, m := wg.pos(), wg.side(), wg.m
+	vb := buf[:np*vs]
+	win := buf[np*(vs+wg.stride(4*unit)):][:np*ip] // an edge tile's input block
 	tiles := wg.th * wg.tw
 
 	// 1. Input transform.
 	for i := 0; i < nt; i++ {
 		img, ty, tx := (t0+i)/tiles, (t0+i)%tiles/wg.tw, (t0+i)%wg.tw
-		y0, x0 := 2*ty-1, 2*tx-1
-		if y0+3 < in.H+in.Pad && x0+3 < in.W+in.Pad {
-			if wg.asm {
-				winogradInAsm(vb[i*ip:], vs, c.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
-			} else {
-				winogradInGo(vb[i*ip:], vs, c.in[in.Offset(img, y0, x0):], in.RowPitch(), ip, ip)
-			}
+		y0, x0 := m*ty-1, m*tx-1
+		if y0+a-1 < in.H+in.Pad && x0+a-1 < in.W+in.Pad {
+			wg.in(vb[i*ip:], vs, c.in[in.Offset(img, y0, x0):], in.RowPitch(), ip)
 			continue
 		}
 		// The block reaches past the padding: copy what exists.
 		clear(win)
-		for rr := 0; rr < 4; rr++ {
-			for cc := 0; cc < 4; cc++ {
+		for rr := 0; rr < a; rr++ {
+			for cc := 0; cc < a; cc++ {
 				if y0+rr < in.H+in.Pad && x0+cc < in.W+in.Pad {
-					copy(win[(rr*4+cc)*ip:][:ip], c.in[in.Offset(img, y0+rr, x0+cc):][:ip])
+					copy(win[(rr*a+cc)*ip:][:ip], c.in[in.Offset(img, y0+rr, x0+cc):][:ip])
 				}
 			}
 		}
-		if wg.asm {
-			winogradInAsm(vb[i*ip:], vs, win, 4*ip, ip, ip)
-		} else {
-			winogradInGo(vb[i*ip:], vs, win, 4*ip, ip, ip)
-		}
+		wg.in(vb[i*ip:], vs, win, a*ip, ip)
 	}
 
 	for _, gr := range l.groups[wg.sets[set]:wg.sets[set+1]] {
-		c.winoGroup(buf[16*vs:], vb, t0, nt, gr)
+		c.winoGroup(buf[np*vs:], vb, t0, nt, gr)
 	}
+}
+
+// in is the input transform of a tile's block of n channels, pixel (r, c)
+// at src[r*row + c*n], into position ξ at dst[ξ*stride:].
+func (wg *winograd) in(dst []float32, stride int, src []float32, row, n int) {
+	switch {
+	case wg.m == 4 && wg.asm:
+		winograd4InAsm(dst, stride, src, row, n, n)
+	case wg.m == 4:
+		winograd4InGo(dst, stride, src, row, n, n)
+	case wg.asm:
+		winogradInAsm(dst, stride, src, row, n, n)
+	default:
+		winogradInGo(dst, stride, src, row, n, n)
+	}
+}
+
+// out is the output transform and epilogue of a whole tile's n channels, in
+// assembly (see winogradOutAsm and winograd4OutAsm).
+func (wg *winograd) out(dst []float32, row, pix int, src []float32, stride int, bias, res []float32, relu bool, n int) {
+	if wg.m == 4 {
+		winograd4OutAsm(dst, row, pix, src, stride, bias, res, relu, n)
+		return
+	}
+	winogradOutAsm(dst, row, pix, src, stride, bias, res, relu, n)
 }
 
 // winoGroup computes group gr's outputs of the nt tiles from t0 on, whose
@@ -245,14 +287,15 @@ func (c *convRun) winoGroup(mb, vb []float32, t0, nt int, gr group) {
 	in, out := l.in, l.out
 	v := gr.units * unit
 	ip := in.Pitch
-	vs, ms := wg.tb*ip, wg.tb*v // strides between the positions' planes
-	mb = mb[:16*ms]
+	vs, ms := wg.stride(ip), wg.stride(v) // strides between the positions' planes
+	np, m := wg.pos(), wg.m
+	mb = mb[:np*ms]
 	tiles := wg.th * wg.tw
 
-	// 2. The 16 matrix products, as 1x1 convolutions over the tiles.
+	// 2. The 16 or 36 matrix products, as 1x1 convolutions over the tiles.
 	p := l.kern.maxP[gr.units]
 	tl := tile{nky: 1, nkx: 1, nc: ip, xpix: ip, opix: v}
-	for xi := 0; xi < 16; xi++ {
+	for xi := 0; xi < np; xi++ {
 		tl.w = wg.u[xi*ip*out.Pitch+gr.u0*unit*ip:]
 		for i := 0; i < nt; i += p {
 			tl.x = vb[xi*vs+i*ip:]
@@ -262,72 +305,78 @@ func (c *convRun) winoGroup(mb, vb []float32, t0, nt int, gr group) {
 	}
 
 	// 3. Output transform and epilogue.
-	var y [2][2][4 * unit]float32
+	var y [16 * 4 * unit]float32
 	bias := l.bias[gr.u0*unit:][:v]
 	for i := 0; i < nt; i++ {
 		img, ty, tx := (t0+i)/tiles, (t0+i)%tiles/wg.tw, (t0+i)%wg.tw
-		if wg.asm && 2*ty+1 < out.H && 2*tx+1 < out.W {
-			o := out.Offset(img, 2*ty, 2*tx) + gr.u0*unit
+		switch {
+		case wg.asm && m*ty+m-1 < out.H && m*tx+m-1 < out.W:
+			o := out.Offset(img, m*ty, m*tx) + gr.u0*unit
 			var res []float32
 			if c.res != nil {
 				res = c.res[o:]
 			}
-			winogradOutAsm(c.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
-		} else if wg.asm {
+			wg.out(c.out[o:], out.RowPitch(), out.Pitch, mb[i*v:], ms, bias, res, l.relu, v)
+		case wg.asm:
 			c.winoEdge(mb[i*v:], ms, img, ty, tx, gr, bias)
-		} else {
-			winogradOutGo(&y, mb[i*v:], ms, v)
-			c.winoEpilogue(&y, img, ty, tx, gr, bias)
+		default:
+			if m == 4 {
+				winograd4OutGo(y[:], mb[i*v:], ms, v)
+			} else {
+				winogradOutGo(y[:], mb[i*v:], ms, v)
+			}
+			c.winoEpilogue(y[:], img, ty, tx, gr, bias)
 		}
 		if tx == 0 {
-			for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
-				zeroPadding(c.out, out, img, 2*ty+dy, gr.u0*unit, v)
+			for dy := 0; dy < m && m*ty+dy < out.H; dy++ {
+				zeroPadding(c.out, out, img, m*ty+dy, gr.u0*unit, v)
 			}
 		}
 	}
 }
 
-// winoEdge is the output transform and epilogue of a tile on the bottom or
-// right edge of an image of odd size, in assembly: the whole 2x2 tile goes
-// to a buffer (its residual, where there is one, copied in first, zero past
-// the image) and the pixels inside the image are copied out.
-func (c *convRun) winoEdge(m []float32, stride, img, ty, tx int, gr group, bias []float32) {
-	l, out := c.l, c.l.out
+// winoEdge is the output transform and epilogue of a tile that reaches
+// past the bottom or right edge of an image, in assembly: the whole tile
+// goes to a buffer (its residual, where there is one, copied in first, zero
+// past the image) and the pixels inside the image are copied out.
+func (c *convRun) winoEdge(mb []float32, stride, img, ty, tx int, gr group, bias []float32) {
+	l, out, m := c.l, c.l.out, c.l.wino.m
 	v := gr.units * unit
-	var y, rb [4 * 4 * unit]float32 // 2x2 pixels of v values: pixel (dy, dx) at (2*dy+dx)*v
+	var y, rb [16 * 4 * unit]float32 // m x m pixels of v values: pixel (dy, dx) at (m*dy+dx)*v
 	var res []float32
 	if c.res != nil {
 		res = rb[:]
-		for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
-			for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
-				o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
-				copy(rb[(2*dy+dx)*v:][:v], c.res[o:][:v])
+		for dy := 0; dy < m && m*ty+dy < out.H; dy++ {
+			for dx := 0; dx < m && m*tx+dx < out.W; dx++ {
+				o := out.Offset(img, m*ty+dy, m*tx+dx) + gr.u0*unit
+				copy(rb[(m*dy+dx)*v:][:v], c.res[o:][:v])
 			}
 		}
 	}
-	winogradOutAsm(y[:], 2*v, v, m, stride, bias, res, l.relu, v)
-	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
-		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
-			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
-			copy(c.out[o:][:v], y[(2*dy+dx)*v:][:v])
+	l.wino.out(y[:], m*v, v, mb, stride, bias, res, l.relu, v)
+	for dy := 0; dy < m && m*ty+dy < out.H; dy++ {
+		for dx := 0; dx < m && m*tx+dx < out.W; dx++ {
+			o := out.Offset(img, m*ty+dy, m*tx+dx) + gr.u0*unit
+			copy(c.out[o:][:v], y[(m*dy+dx)*v:][:v])
 		}
 	}
 }
 
-// winoEpilogue adds the bias and residual to a tile's outputs y, clamps
-// them at zero for a ReLU layer and stores those inside the image.
-func (c *convRun) winoEpilogue(y *[2][2][4 * unit]float32, img, ty, tx int, gr group, bias []float32) {
-	l, out := c.l, c.l.out
+// winoEpilogue adds the bias and residual to a tile's outputs y (pixel
+// (dy, dx) at (m*dy+dx)*v), clamps them at zero for a ReLU layer and stores
+// those inside the image.
+func (c *convRun) winoEpilogue(y []float32, img, ty, tx int, gr group, bias []float32) {
+	l, out, m := c.l, c.l.out, c.l.wino.m
 	v := gr.units * unit
-	for dy := 0; dy < 2 && 2*ty+dy < out.H; dy++ {
-		for dx := 0; dx < 2 && 2*tx+dx < out.W; dx++ {
-			o := out.Offset(img, 2*ty+dy, 2*tx+dx) + gr.u0*unit
+	for dy := 0; dy < m && m*ty+dy < out.H; dy++ {
+		for dx := 0; dx < m && m*tx+dx < out.W; dx++ {
+			o := out.Offset(img, m*ty+dy, m*tx+dx) + gr.u0*unit
 			dst := c.out[o:][:v]
 			var res []float32
 			if c.res != nil {
 				res = c.res[o:][:v]
 			}
-			for ch, s := range y[dy][dx][:v] {
+			for ch, s := range y[(m*dy+dx)*v:][:v] {
 				s += bias[ch]
 				if res != nil {
 					s += res[ch]

@@ -39,15 +39,15 @@ func testWinogradTransforms(t *testing.T) {
 				out := randSlice(rng, row+pix+n)
 				init := append([]float32(nil), out...)
 				winogradOutAsm(out, row, pix, m, stride, bias, r, relu, n)
-				var y [2][2][4 * unit]float32
+				y := make([]float32, 4*4*unit)
 				for c0 := 0; c0 < n; c0 += 4 * unit {
 					k := min(4*unit, n-c0)
-					winogradOutGo(&y, m[c0:], stride, k)
+					winogradOutGo(y, m[c0:], stride, k)
 					for dy := 0; dy < 2; dy++ {
 						for dx := 0; dx < 2; dx++ {
 							o := dy*row + dx*pix + c0
 							for ch := 0; ch < k; ch++ {
-								s := y[dy][dx][ch] + bias[c0+ch]
+								s := y[(2*dy+dx)*k+ch] + bias[c0+ch]
 								if r != nil {
 									s += r[o+ch]
 								}
@@ -100,6 +100,39 @@ func TestWinogradChoice(t *testing.T) {
 			wino := slices.Contains(tc.wino, family)
 			assert.Equal(t, wino, l.wino != nil, "Winograd plan with %s kernels", family)
 			assert.Equal(t, !wino, l.w != nil, "direct weights with %s kernels", family)
+		})
+	}
+}
+
+// TestWinogradTileChoice checks the tiles NewLayer picks under each
+// WinogradTileEnv value, with this CPU's fastest kernel family.
+func TestWinogradTileChoice(t *testing.T) {
+	family := Kernels()[0]
+	if !winogradAsm(family) {
+		t.Skipf("%s kernels run no Winograd layers", family)
+	}
+	def := map[string]int{"avx2": 4, "avx512": 2}[family]
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, tc := range []struct {
+		env     string
+		want    int
+		wantErr string
+	}{
+		{"", def, ""}, {"auto", def, ""}, {"2", 2, ""}, {"4", 4, ""},
+		{"8", 0, "INFERBENCH_CONV_WINOGRAD_TILE"},
+	} {
+		t.Run("env="+tc.env, func(t *testing.T) {
+			t.Setenv(WinogradTileEnv, tc.env)
+			in := Layout{H: 6, W: 6, C: 64, Pitch: 64, Pad: 1}
+			l, err := NewLayer(Spec{In: in, Out: 64, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 64*64*9)})
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NotNil(t, l.wino)
+			assert.Equal(t, tc.want, l.wino.m, "tile with %s kernels", family)
+			assert.Equal(t, (6+tc.want-1)/tc.want, l.wino.th, "tiles down a 6x6 output")
 		})
 	}
 }

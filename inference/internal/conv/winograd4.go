@@ -1,0 +1,160 @@
+package conv
+
+import (
+	"fmt"
+	"os"
+)
+
+// Winograd's F(4x4, 3x3): each 4x4 block of outputs is computed from the
+// 6x6 block of input around it, 36 multiplications per input channel
+// instead of 144, with
+//
+//	Bᵀ = [4  0 -5  0 1 0]   G = [ 1/4     0    0 ]   Aᵀ = [1 1  1 1  1 0]
+//	     [0 -4 -4  1 1 0]       [-1/6 -1/6 -1/6]         [0 1 -1 2 -2 0]
+//	     [0  4 -4 -1 1 0]       [-1/6  1/6 -1/6]         [0 1  1 4  4 0]
+//	     [0 -2 -1  2 1 0]       [1/24 1/12  1/6]         [0 1 -1 8 -8 1]
+//	     [0  2 -1 -2 1 0]       [1/24 -1/12 1/6]
+//	     [0  4  0 -5 0 1]       [   0    0    1]
+//
+// The transforms multiply by 4, 5 and 8 as well as add, so rounding is
+// further from the direct convolution's than F(2x2, 3x3)'s: TestLayer
+// and the ResNet-18 parity test bound it. The Go transforms below are the
+// reference the assembly matches to the bit: the same operations in the same
+// order, every product rounded to float32 before it is added (no fused
+// multiply-adds).
+
+// winograd4Weights sets u to G g Gᵀ for the 3x3 kernel g (row-major), in
+// float64.
+func winograd4Weights(u *[36]float64, g []float32) {
+	gm := func(a, b, c float64) [6]float64 {
+		return [6]float64{a / 4, -(a + b + c) / 6, -(a - b + c) / 6, a/24 + b/12 + c/6, a/24 - b/12 + c/6, c}
+	}
+	var t [6][3]float64 // G g
+	for j := 0; j < 3; j++ {
+		col := gm(float64(g[j]), float64(g[3+j]), float64(g[6+j]))
+		for i := range col {
+			t[i][j] = col[i]
+		}
+	}
+	for i := 0; i < 6; i++ { // (G g) Gᵀ
+		row := gm(t[i][0], t[i][1], t[i][2])
+		copy(u[i*6:][:6], row[:])
+	}
+}
+
+// bt4 returns Bᵀ x.
+func bt4(x [6]float32) [6]float32 {
+	a, b := x[4]-float32(4*x[2]), x[3]-float32(4*x[1])
+	c, d := x[4]-x[2], x[3]-x[1]
+	d += d
+	return [6]float32{
+		(float32(4*x[0]) + x[4]) - float32(5*x[2]),
+		a + b,
+		a - b,
+		c + d,
+		c - d,
+		(float32(4*x[1]) + x[5]) - float32(5*x[3]),
+	}
+}
+
+// at4 returns Aᵀ x.
+func at4(x [6]float32) [4]float32 {
+	s12, d12, s34, d34 := x[1]+x[2], x[1]-x[2], x[3]+x[4], x[3]-x[4]
+	return [4]float32{
+		(x[0] + s12) + s34,
+		d12 + (d34 + d34),
+		s12 + float32(4*s34),
+		(d12 + float32(8*d34)) + x[5],
+	}
+}
+
+// winograd4InGo transforms n channels of a 6x6 input block: src holds pixel
+// (r, c) of the block at src[r*row + c*pix], dst receives position ξ's n
+// values at dst[ξ*stride:].
+func winograd4InGo(dst []float32, stride int, src []float32, row, pix, n int) {
+	for ch := 0; ch < n; ch++ {
+		var t [6][6]float32 // Bᵀ d
+		for c := 0; c < 6; c++ {
+			var x [6]float32
+			for r := range x {
+				x[r] = src[r*row+c*pix+ch]
+			}
+			for r, v := range bt4(x) {
+				t[r][c] = v
+			}
+		}
+		for r := 0; r < 6; r++ { // (Bᵀ d) B
+			for c, v := range bt4(t[r]) {
+				dst[(r*6+c)*stride+ch] = v
+			}
+		}
+	}
+}
+
+// winograd4OutGo transforms n channels of a tile's 36 products back: src
+// holds position ξ's values at src[ξ*stride:]; y receives output (r, c)'s
+// channel ch at y[(4r+c)*n + ch], before the epilogue.
+func winograd4OutGo(y []float32, src []float32, stride, n int) {
+	for ch := 0; ch < n; ch++ {
+		var t [4][6]float32 // Aᵀ m
+		for c := 0; c < 6; c++ {
+			var x [6]float32
+			for r := range x {
+				x[r] = src[(r*6+c)*stride+ch]
+			}
+			for r, v := range at4(x) {
+				t[r][c] = v
+			}
+		}
+		for r := 0; r < 4; r++ { // (Aᵀ m) A
+			for c, v := range at4(t[r]) {
+				y[(4*r+c)*n+ch] = v
+			}
+		}
+	}
+}
+
+// WinogradTileEnv is the environment variable that sets the tiles of the
+// layers NewLayer computes with Winograd: "2" for F(2x2, 3x3), "4" for
+// F(4x4, 3x3), "auto" (also for unset) for winoTile's choice.
+const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
+
+// winoTile is the side of a Winograd tile's outputs for layers of kernel
+// family family, as WinogradTileEnv sets it: by default 4 for avx2 and 2
+// for avx512.
+//
+// On the 2-core AMD EPYC development machine (AVX2, BenchmarkLayer at 2
+// threads; results/amd-epyc-2core/winograd-4x4) F(4x4, 3x3) took 0.6-0.7
+// of F(2x2, 3x3)'s time in stages 1-3 at batch 8, and BenchmarkForward
+// gained 14 % at batch 1 and 18 % at batch 8; on a 16-vCPU Xeon with the
+// avx2 kernels forced, 9-19 % at batch 8 on 2, 8 and 16 threads, batch 1
+// unchanged. With that Xeon's avx512 kernels (which run Winograd in stage
+// 4 as well) it lost 31 % at 16 threads, batch 1, and 4 % at batch 8
+// (results/nvidia-h200-host/winograd-4x4-ae7e0ad): too few tiles to share
+// out, and 2.25 times the transformed weights to read.
+func winoTile(family string) (int, error) {
+	v, err := WinogradTile()
+	switch {
+	case err != nil:
+		return 0, err
+	case v == "2":
+		return 2, nil
+	case v == "4" || family == "avx2":
+		return 4, nil
+	default:
+		return 2, nil
+	}
+}
+
+// WinogradTile is the value of WinogradTileEnv: "2", "4" or "auto" (also
+// for unset); any other value is an error.
+func WinogradTile() (string, error) {
+	switch v := os.Getenv(WinogradTileEnv); v {
+	case "", "auto":
+		return "auto", nil
+	case "2", "4":
+		return v, nil
+	default:
+		return "", fmt.Errorf("conv: %s=%q: want 2, 4 or auto", WinogradTileEnv, v)
+	}
+}

@@ -1,0 +1,88 @@
+package conv
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
+)
+
+// TestWinograd4Matrices checks the F(4x4, 3x3) transforms against a direct
+// 3x3 correlation of a 6x6 block, in float64 for the weights and float32 for
+// the rest: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A.
+func TestWinograd4Matrices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	g, d := randSlice(rng, 9), randSlice(rng, 36)
+	var u [36]float64
+	winograd4Weights(&u, g)
+	v := make([]float32, 36)
+	winograd4InGo(v, 1, d, 6, 1, 1)
+	m := make([]float32, 36)
+	for i := range m {
+		m[i] = float32(u[i]) * v[i]
+	}
+	y := make([]float32, 16)
+	winograd4OutGo(y, m, 1, 1)
+	for r := 0; r < 4; r++ {
+		for c := 0; c < 4; c++ {
+			var want float64
+			for i := 0; i < 3; i++ {
+				for j := 0; j < 3; j++ {
+					want += float64(g[i*3+j]) * float64(d[(r+i)*6+c+j])
+				}
+			}
+			assert.InDelta(t, want, y[4*r+c], 1e-4, "output (%d, %d)", r, c)
+		}
+	}
+}
+
+// TestWinograd4Transforms checks the AVX2 transforms against the Go ones, to
+// the bit, on blocks with strides that are not the tight ones.
+func TestWinograd4Transforms(t *testing.T) {
+	if !cpu.X86.HasAVX2 || !slices.ContainsFunc(Kernels(), winogradAsm) {
+		t.Skip("no AVX2 here: the Go transforms are the only ones")
+	}
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, n := range []int{16, 48, 64} {
+		row, pix, stride := 7*n+5, n+3, 2*n+1
+		src := randSlice(rng, 5*row+5*pix+n)
+		got, want := randSlice(rng, 35*stride+n), randSlice(rng, 35*stride+n)
+		copy(got, want)
+		winograd4InAsm(got, stride, src, row, pix, n)
+		winograd4InGo(want, stride, src, row, pix, n)
+		require.Equal(t, want, got, "input transform, n=%d", n)
+
+		m := randSlice(rng, 35*stride+n)
+		bias, res := randSlice(rng, n), randSlice(rng, 3*row+3*pix+n)
+		y := make([]float32, 16*n)
+		winograd4OutGo(y, m, stride, n)
+		for _, relu := range []bool{false, true} {
+			for _, r := range [][]float32{nil, res} {
+				out := randSlice(rng, 3*row+3*pix+n)
+				init := slices.Clone(out)
+				winograd4OutAsm(out, row, pix, slices.Clone(m), stride, bias, r, relu, n)
+				for dy := 0; dy < 4; dy++ {
+					for dx := 0; dx < 4; dx++ {
+						o := dy*row + dx*pix
+						for ch := 0; ch < n; ch++ {
+							s := y[(4*dy+dx)*n+ch] + bias[ch]
+							if r != nil {
+								s += r[o+ch]
+							}
+							if relu && s < 0 {
+								s = 0
+							}
+							require.Equal(t, s, out[o+ch], "output transform, n=%d, relu %v, residual %v, (%d, %d) channel %d", n, relu, r != nil, dy, dx, ch)
+							init[o+ch] = s
+						}
+					}
+				}
+				assert.Equal(t, init, out, "values outside the tile's pixels were written")
+			}
+		}
+	}
+	assert.Panics(t, func() { winograd4InAsm(make([]float32, 16), 1, make([]float32, 256), 1, 1, 16) }, "short destination")
+}
