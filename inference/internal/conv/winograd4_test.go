@@ -55,34 +55,7 @@ func TestWinograd4Transforms(t *testing.T) {
 		winograd4InGo(want, stride, src, row, pix, n)
 		require.Equal(t, want, got, "input transform, n=%d", n)
 
-		m := randSlice(rng, 35*stride+n)
-		bias, res := randSlice(rng, n), randSlice(rng, 3*row+3*pix+n)
-		y := make([]float32, 16*n)
-		winograd4OutGo(y, m, stride, n)
-		for _, relu := range []bool{false, true} {
-			for _, r := range [][]float32{nil, res} {
-				out := randSlice(rng, 3*row+3*pix+n)
-				init := slices.Clone(out)
-				winograd4OutAsm(out, row, pix, slices.Clone(m), stride, bias, r, relu, n)
-				for dy := 0; dy < 4; dy++ {
-					for dx := 0; dx < 4; dx++ {
-						o := dy*row + dx*pix
-						for ch := 0; ch < n; ch++ {
-							s := y[(4*dy+dx)*n+ch] + bias[ch]
-							if r != nil {
-								s += r[o+ch]
-							}
-							if relu && s < 0 {
-								s = 0
-							}
-							require.Equal(t, s, out[o+ch], "output transform, n=%d, relu %v, residual %v, (%d, %d) channel %d", n, relu, r != nil, dy, dx, ch)
-							init[o+ch] = s
-						}
-					}
-				}
-				assert.Equal(t, init, out, "values outside the tile's pixels were written")
-			}
-		}
+		checkWinogradOut(t, rng, 4, n, row, pix, stride, winograd4OutAsm, winograd4OutGo)
 	}
 	assert.Panics(t, func() { winograd4InAsm(make([]float32, 16), 1, make([]float32, 256), 1, 1, 16) }, "short destination")
 }

@@ -32,39 +32,49 @@ func testWinogradTransforms(t *testing.T) {
 		winogradInGo(want, stride, src, row, pix, n)
 		require.Equal(t, want, got, "input transform, n=%d", n)
 
-		m := randSlice(rng, 15*stride+n)
-		bias, res := randSlice(rng, n), randSlice(rng, row+pix+n)
-		for _, relu := range []bool{false, true} {
-			for _, r := range [][]float32{nil, res} {
-				out := randSlice(rng, row+pix+n)
-				init := append([]float32(nil), out...)
-				winogradOutAsm(out, row, pix, m, stride, bias, r, relu, n)
-				y := make([]float32, 4*4*unit)
-				for c0 := 0; c0 < n; c0 += 4 * unit {
-					k := min(4*unit, n-c0)
-					winogradOutGo(y, m[c0:], stride, k)
-					for dy := 0; dy < 2; dy++ {
-						for dx := 0; dx < 2; dx++ {
-							o := dy*row + dx*pix + c0
-							for ch := 0; ch < k; ch++ {
-								s := y[(2*dy+dx)*k+ch] + bias[c0+ch]
-								if r != nil {
-									s += r[o+ch]
-								}
-								if relu && s < 0 {
-									s = 0
-								}
-								require.Equal(t, s, out[o+ch], "output transform, n=%d, relu %v, residual %v, (%d, %d) channel %d", n, relu, r != nil, dy, dx, c0+ch)
-								init[o+ch] = s
-							}
-						}
-					}
-				}
-				assert.Equal(t, init, out, "values outside the tile's pixels were written")
-			}
-		}
+		checkWinogradOut(t, rng, 2, n, row, pix, stride, winogradOutAsm, winogradOutGo)
 	}
 	assert.Panics(t, func() { winogradInAsm(make([]float32, 16), 1, make([]float32, 64), 1, 1, 16) }, "short destination")
+}
+
+// checkWinogradOut checks the output transform asm of m x m tiles against
+// the Go transform ref and the epilogue, to the bit, for n channels, with
+// and without a residual and a ReLU; it also checks that asm writes no
+// value outside the tile's pixels.
+func checkWinogradOut(t *testing.T, rng *rand.Rand, m, n, row, pix, stride int,
+	asm func(dst []float32, row, pix int, src []float32, stride int, bias, res []float32, relu bool, n int),
+	ref func(y, src []float32, stride, n int)) {
+	t.Helper()
+	a := m + 2
+	prods := randSlice(rng, (a*a-1)*stride+n)
+	size := (m-1)*(row+pix) + n
+	bias, res := randSlice(rng, n), randSlice(rng, size)
+	y := make([]float32, m*m*n)
+	ref(y, prods, stride, n)
+	for _, relu := range []bool{false, true} {
+		for _, r := range [][]float32{nil, res} {
+			out := randSlice(rng, size)
+			init := slices.Clone(out)
+			asm(out, row, pix, slices.Clone(prods), stride, bias, r, relu, n) // F(4x4)'s overwrites its src
+			for dy := 0; dy < m; dy++ {
+				for dx := 0; dx < m; dx++ {
+					o := dy*row + dx*pix
+					for ch := 0; ch < n; ch++ {
+						s := y[(m*dy+dx)*n+ch] + bias[ch]
+						if r != nil {
+							s += r[o+ch]
+						}
+						if relu && s < 0 {
+							s = 0
+						}
+						require.Equal(t, s, out[o+ch], "%dx%d output transform, n=%d, relu %v, residual %v, (%d, %d) channel %d", m, m, n, relu, r != nil, dy, dx, ch)
+						init[o+ch] = s
+					}
+				}
+			}
+			assert.Equal(t, init, out, "values outside the tile's pixels were written")
+		}
+	}
 }
 
 // TestWinogradChoice checks NewLayer's plan under each WinogradEnv value,
