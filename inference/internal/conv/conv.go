@@ -109,7 +109,7 @@ func NewLayer(s Spec) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tile, err := winoTile(kern.name, s)
+	tile, err := winoTile(kern.name)
 	if err != nil {
 		return nil, err
 	}

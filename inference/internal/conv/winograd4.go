@@ -132,7 +132,7 @@ const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
 // 4 as well) it lost 31 % at 16 threads, batch 1, and 4 % at batch 8
 // (results/nvidia-h200-host/winograd-4x4-ae7e0ad): too few tiles to share
 // out, and 2.25 times the transformed weights to read.
-func winoTile(family string, s Spec) (int, error) {
+func winoTile(family string) (int, error) {
 	v, err := WinogradTile()
 	switch {
 	case err != nil:
@@ -140,8 +140,6 @@ func winoTile(family string, s Spec) (int, error) {
 	case v == "2":
 		return 2, nil
 	case v == "4" || family == "avx2":
-		return 4, nil
-	case s.In.Pitch <= 128 && s.Out <= 128:
 		return 4, nil
 	default:
 		return 2, nil
