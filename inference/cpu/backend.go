@@ -8,10 +8,10 @@
 // of the pass, split across the cores (see package conv). Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
-// applied as each output tile leaves the registers. With AVX-512 the 3x3
-// stride-1 layers run as Winograd F(2x2, 3x3), and with AVX2 those of up to
-// 256 channels as Winograd F(4x4, 3x3) (conv.WinogradEnv=off turns it off,
-// conv.WinogradTileEnv picks the tile).
+// applied as each output tile leaves the registers. The 3x3 stride-1 layers
+// run as Winograd: F(2x2, 3x3) with AVX-512, and with AVX2 F(4x4, 3x3) up
+// to 256 channels and F(2x2, 3x3) in stage 4 (conv.WinogradEnv=off turns it
+// off, conv.WinogradTileEnv picks the tile).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch

@@ -4,10 +4,10 @@
 //
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
-// and output channels (256 x 256 with AVX2) run as Winograd F(2x2, 3x3)
-// where the kernels are AVX-512 and F(4x4, 3x3) where they are AVX2
-// (winograd.go, winograd4.go); every other layer runs as a direct
-// convolution in four steps:
+// and output channels run as Winograd F(2x2, 3x3) where the kernels are
+// AVX-512, and where they are AVX2 as F(4x4, 3x3) up to 256 x 256 channels
+// and F(2x2, 3x3) above (winograd.go, winograd4.go); every other layer runs
+// as a direct convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -109,7 +109,7 @@ func NewLayer(s Spec) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tile, err := winoTile(kern.name)
+	tile, err := winoTile(kern.name, s)
 	if err != nil {
 		return nil, err
 	}

@@ -89,8 +89,8 @@ func WinogradPolicy() (string, error) {
 }
 
 // useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
-// padding 1, AVX-512 or AVX2 kernels and enough input channels for the
-// matrix products to run well, and with AVX2 at most 256 x 256 channels.
+// padding 1, AVX-512 or AVX2 kernels, enough input channels for the matrix
+// products to run well and at most 512 x 512 channels.
 //
 // With AVX-512 every such layer of ResNet-18 does, stage 4's (512 x 512
 // channels) included: in the forward pass at 250x250 on the host of an
@@ -100,15 +100,18 @@ func WinogradPolicy() (string, error) {
 // batch 8), and on the H100 machine's host a stage-4 layer alone took 1.72
 // against 1.94 ms at 2 threads, batch 1, and 10.2 against 12.8 ms at batch
 // 8. With AVX2 (BenchmarkLayer on the 2-core AMD EPYC development machine,
-// 2 threads; results/amd-epyc-2core/winograd-avx2), Winograd took 0.62-0.84
-// of the direct convolution's time in stages 1-3 at batch 1 and 8, but
-// 1.26 at batch 1 and 1.18 at batch 8 in stage 4.
+// 2 threads; results/amd-epyc-2core/winograd-avx2), Winograd F(2x2) took
+// 0.62-0.84 of the direct convolution's time in stages 1-3 at batch 1 and
+// 8, but 1.26 at batch 1 and 1.18 at batch 8 in stage 4, so stage 4 ran
+// direct. Once a task's position planes no longer shared the L1 cache's
+// sets (winograd.stride), stage 4 as F(2x2) took 0.83 of the direct time at
+// batch 8 there, and the forward pass gained 10.5 % at batch 8 on that
+// machine and 8-13 % on 2, 8 and 16 threads of an H200 machine's host with
+// the avx2 kernels forced, batch 1 unchanged
+// (results/amd-epyc-2core/winograd-4x4/stage4,
+// results/nvidia-h200-host/stage4-avx2-4201e64).
 func useWinograd(s Spec, family string) bool {
-	most := 512 * 512
-	if family == "avx2" {
-		most = 256 * 256
-	}
-	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= most
+	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 512*512
 }
 
 // newWinograd transforms the weights of l (OIHW in w) for its groups, for

@@ -119,9 +119,13 @@ func winograd4OutGo(y []float32, src []float32, stride, n int) {
 // F(4x4, 3x3), "auto" (also for unset) for winoTile's choice.
 const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
 
-// winoTile is the side of a Winograd tile's outputs for layers of kernel
-// family family, as WinogradTileEnv sets it: by default 4 for avx2 and 2
-// for avx512.
+// winoTile is the side of a Winograd tile's outputs for layer s with
+// kernel family family, as WinogradTileEnv sets it: by default 4 for avx2
+// layers of up to 256 x 256 channels, 2 for larger ones and for avx512.
+// (Stage 4's 512-channel layers have 4 tiles an 8x8 image with F(4x4), too
+// few to share out: on the development machine they took 1.06x F(2x2)'s
+// time at batch 1 and 1.13x at batch 8, medians of three runs;
+// results/amd-epyc-2core/winograd-4x4/stage4.)
 //
 // On the 2-core AMD EPYC development machine (AVX2, BenchmarkLayer at 2
 // threads; results/amd-epyc-2core/winograd-4x4) F(4x4, 3x3) took 0.6-0.7
@@ -132,14 +136,14 @@ const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
 // 4 as well) it lost 31 % at 16 threads, batch 1, and 4 % at batch 8
 // (results/nvidia-h200-host/winograd-4x4-ae7e0ad): too few tiles to share
 // out, and 2.25 times the transformed weights to read.
-func winoTile(family string) (int, error) {
+func winoTile(family string, s Spec) (int, error) {
 	v, err := WinogradTile()
 	switch {
 	case err != nil:
 		return 0, err
 	case v == "2":
 		return 2, nil
-	case v == "4" || family == "avx2":
+	case v == "4" || family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256:
 		return 4, nil
 	default:
 		return 2, nil

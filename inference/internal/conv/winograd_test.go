@@ -90,9 +90,9 @@ func TestWinogradChoice(t *testing.T) {
 	}{
 		{env: "", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
 		{env: "auto", c: 256, k: 3, wino: []string{"avx512", "avx2"}},
-		{env: "auto", c: 512, k: 3, wino: []string{"avx512"}}, // AVX2: slower than direct
-		{env: "auto", c: 16, k: 3},                            // too few channels
-		{env: "auto", c: 64, k: 1},                            // not 3x3
+		{env: "auto", c: 512, k: 3, wino: []string{"avx512", "avx2"}},
+		{env: "auto", c: 16, k: 3}, // too few channels
+		{env: "auto", c: 64, k: 1}, // not 3x3
 		{env: "on", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
 		{env: "off", c: 64, k: 3},
 		{env: "maybe", c: 64, k: 3, wantErr: "INFERBENCH_CONV_WINOGRAD"},
@@ -125,16 +125,19 @@ func TestWinogradTileChoice(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for _, tc := range []struct {
 		env     string
+		c       int // channels in and out
 		want    int
 		wantErr string
 	}{
-		{"", def, ""}, {"auto", def, ""}, {"2", 2, ""}, {"4", 4, ""},
-		{"8", 0, "INFERBENCH_CONV_WINOGRAD_TILE"},
+		{"", 64, def, ""}, {"auto", 64, def, ""}, {"2", 64, 2, ""}, {"4", 64, 4, ""},
+		{"", 512, 2, ""}, // stage 4: 2x2 for either family
+		{"4", 512, 4, ""},
+		{"8", 64, 0, "INFERBENCH_CONV_WINOGRAD_TILE"},
 	} {
-		t.Run("env="+tc.env, func(t *testing.T) {
+		t.Run(fmt.Sprintf("env=%s/c=%d", tc.env, tc.c), func(t *testing.T) {
 			t.Setenv(WinogradTileEnv, tc.env)
-			in := Layout{H: 6, W: 6, C: 64, Pitch: 64, Pad: 1}
-			l, err := NewLayer(Spec{In: in, Out: 64, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, 64*64*9)})
+			in := Layout{H: 6, W: 6, C: tc.c, Pitch: tc.c, Pad: 1}
+			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9)})
 			if tc.wantErr != "" {
 				assert.ErrorContains(t, err, tc.wantErr)
 				return
