@@ -23,18 +23,31 @@ func TestWinogradTransforms(t *testing.T) {
 
 func testWinogradTransforms(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, n := range []int{16, 48, 64} {
-		row, pix, stride := 5*n+7, n+3, 2*n+1
-		src := randSlice(rng, 3*row+3*pix+n)
-		got, want := randSlice(rng, 15*stride+n), randSlice(rng, 15*stride+n)
-		copy(got, want)
-		winogradInAsm(got, stride, src, row, pix, n)
-		winogradInGo(want, stride, src, row, pix, n)
-		require.Equal(t, want, got, "input transform, n=%d", n)
-
-		checkWinogradOut(t, rng, 2, n, row, pix, stride, winogradOutAsm, winogradOutGo)
-	}
+	checkWinograd(t, rng, 2, winogradInAsm, winogradInGo, winogradOutAsm, winogradOutGo)
 	assert.Panics(t, func() { winogradInAsm(make([]float32, 16), 1, make([]float32, 64), 1, 1, 16) }, "short destination")
+}
+
+// checkWinograd checks the assembly transforms of m x m tiles against the
+// Go ones, to the bit, on blocks with strides that are not the tight ones,
+// for 16, 48 and 64 channels: the input transform in against inRef, and
+// the output transform out against outRef and the epilogue (see
+// checkWinogradOut).
+func checkWinograd(t *testing.T, rng *rand.Rand, m int,
+	in, inRef func(dst []float32, stride int, src []float32, row, pix, n int),
+	out func(dst []float32, row, pix int, src []float32, stride int, bias, res []float32, relu bool, n int),
+	outRef func(y, src []float32, stride, n int)) {
+	t.Helper()
+	a := m + 2
+	for _, n := range []int{16, 48, 64} {
+		row, pix, stride := (a+1)*n+7, n+3, 2*n+1
+		src := randSlice(rng, (a-1)*(row+pix)+n)
+		got, want := randSlice(rng, (a*a-1)*stride+n), randSlice(rng, (a*a-1)*stride+n)
+		copy(got, want)
+		in(got, stride, src, row, pix, n)
+		inRef(want, stride, src, row, pix, n)
+		require.Equal(t, want, got, "%dx%d input transform, n=%d", m, m, n)
+		checkWinogradOut(t, rng, m, n, row, pix, stride, out, outRef)
+	}
 }
 
 // checkWinogradOut checks the output transform asm of m x m tiles against
