@@ -3,6 +3,8 @@ package conv
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 )
 
 // Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
@@ -77,14 +79,18 @@ const WinogradEnv = "INFERBENCH_CONV_WINOGRAD"
 
 // WinogradPolicy is the value of WinogradEnv: "on", "off" or "auto" (also
 // for unset); any other value is an error.
-func WinogradPolicy() (string, error) {
-	switch v := os.Getenv(WinogradEnv); v {
-	case "", "auto":
+func WinogradPolicy() (string, error) { return envChoice(WinogradEnv, "on", "off") }
+
+// envChoice is the value of the environment variable name: one of values,
+// or "auto" where it is unset or "auto"; any other value is an error.
+func envChoice(name string, values ...string) (string, error) {
+	switch v := os.Getenv(name); {
+	case v == "" || v == "auto":
 		return "auto", nil
-	case "on", "off":
+	case slices.Contains(values, v):
 		return v, nil
 	default:
-		return "", fmt.Errorf("conv: %s=%q: want on, off or auto", WinogradEnv, v)
+		return "", fmt.Errorf("conv: %s=%q: want %s or auto", name, v, strings.Join(values, ", "))
 	}
 }
 

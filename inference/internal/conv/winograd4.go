@@ -1,10 +1,5 @@
 package conv
 
-import (
-	"fmt"
-	"os"
-)
-
 // Winograd's F(4x4, 3x3): each 4x4 block of outputs is computed from the
 // 6x6 block of input around it, 36 multiplications per input channel
 // instead of 144, with
@@ -152,13 +147,4 @@ func winoTile(family string, s Spec) (int, error) {
 
 // WinogradTile is the value of WinogradTileEnv: "2", "4" or "auto" (also
 // for unset); any other value is an error.
-func WinogradTile() (string, error) {
-	switch v := os.Getenv(WinogradTileEnv); v {
-	case "", "auto":
-		return "auto", nil
-	case "2", "4":
-		return v, nil
-	default:
-		return "", fmt.Errorf("conv: %s=%q: want 2, 4 or auto", WinogradTileEnv, v)
-	}
-}
+func WinogradTile() (string, error) { return envChoice(WinogradTileEnv, "2", "4") }
