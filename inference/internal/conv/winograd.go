@@ -11,10 +11,10 @@ import (
 // 1: each 2x2 block of outputs (a tile) is computed from the 4x4 block of
 // input around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, 16 multiplications per input
 // channel instead of 36. F(4x4, 3x3) (winograd4.go) has the same plan with
-// 4x4 tiles, 6x6 blocks and 36 positions where this text says 16. Over the channels the 16 element-wise products are
-// 16 matrix products (tiles x input channels times input channels x output
-// channels), which the direct convolution's kernels compute as 1x1
-// convolutions. A task takes a block of tiles and a set of channel groups
+// 4x4 tiles, 6x6 blocks and 36 positions where this text says 16. Over the
+// channels the 16 element-wise products are 16 matrix products (tiles x
+// input channels times input channels x output channels), which the direct
+// convolution's kernels compute as 1x1 convolutions. A task takes a block of tiles and a set of channel groups
 // of at most 64 output channels (one avx512 group, four avx2 ones):
 //
 //  1. it transforms the input of its tiles (Bᵀ d B, 16 values a channel)
