@@ -14,8 +14,9 @@ import (
 // 4x4 tiles, 6x6 blocks and 36 positions where this text says 16. Over the
 // channels the 16 element-wise products are 16 matrix products (tiles x
 // input channels times input channels x output channels), which the direct
-// convolution's kernels compute as 1x1 convolutions. A task takes a block of tiles and a set of channel groups
-// of at most 64 output channels (one avx512 group, four avx2 ones):
+// convolution's kernels compute as 1x1 convolutions. A task takes a block
+// of tiles and a set of channel groups of at most 64 output channels (one
+// avx512 group, four avx2 ones):
 //
 //  1. it transforms the input of its tiles (Bᵀ d B, 16 values a channel)
 //     into per-thread scratch, one plane of tiles x channels per position;
