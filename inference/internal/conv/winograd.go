@@ -141,6 +141,12 @@ func newWinograd(l *Layer, w []float32, m int) *winograd {
 	wg.tb = max(6, min(48, budget/(wg.pos()*in.Pitch))/6*6)
 	plane := in.Pitch * out.Pitch
 	wg.u = make([]float32, wg.pos()*plane)
+	// weights sets u to a 3x3 kernel's transformed weights.
+	u := make([]float64, wg.pos())
+	weights := func(g []float32) { winogradWeights((*[16]float64)(u), g) }
+	if m == 4 {
+		weights = func(g []float32) { winograd4Weights((*[36]float64)(u), g) }
+	}
 	// Output channels innermost: the 16 stores of a kernel go to 16
 	// planes, and consecutive kernels store next to the previous ones.
 	for _, gr := range l.groups {
@@ -148,15 +154,7 @@ func newWinograd(l *Layer, w []float32, m int) *winograd {
 		for c := 0; c < in.C; c++ {
 			base := gr.u0*unit*in.Pitch + c*v - gr.u0*unit
 			for o := gr.u0 * unit; o < min(gr.u0*unit+v, out.C); o++ {
-				var u2 [16]float64
-				var u4 [36]float64
-				u := u2[:]
-				if m == 4 {
-					u = u4[:]
-					winograd4Weights(&u4, w[(o*in.C+c)*9:][:9])
-				} else {
-					winogradWeights(&u2, w[(o*in.C+c)*9:][:9])
-				}
+				weights(w[(o*in.C+c)*9:][:9])
 				for xi, x := range u {
 					wg.u[xi*plane+base+o] = float32(x)
 				}
