@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/cuda"
+	"github.com/inferbench/inferbench/inference/protocol"
 )
 
 // The units the suite reports, with the direction that is better, printed as
@@ -57,17 +59,30 @@ func (c *suiteConfig) configLines() []backend.KV {
 	if f.idlePoll > 0 {
 		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
 	}
+	// Every result before -grpc-server existed was served by grpc-go.
+	if c.grpcWire() && f.grpcServer != protocol.GRPCServerGo {
+		lines = append(lines, backend.KV{Key: "grpc-server", Value: f.grpcServer})
+	}
 	return append(lines, c.clientLines()...)
+}
+
+// grpcWire reports whether a transport of the run speaks gRPC.
+func (c *suiteConfig) grpcWire() bool {
+	return slices.ContainsFunc(c.transports, func(tr string) bool { return schemeOf(tr) == grpcT })
 }
 
 // clientLines are the suite's clients' config lines, each only when it differs
 // from what every earlier result used: grpc-conns when the suite opens more
 // than one connection per gRPC server, grpc-stream when requests go as
 // messages of ModelStreamInfer calls rather than ModelInfer calls,
+// grpc-client when ModelInfer calls go through h2grpc rather than grpc-go,
 // client-poll when the connections' reads (HTTP's too) look before they
 // sleep.
 func (c *suiteConfig) clientLines() []backend.KV {
 	var kv []backend.KV
+	if c.grpcWire() && !c.flags.grpcStream && c.flags.grpcClient != client.TransportGRPCGo {
+		kv = append(kv, backend.KV{Key: "grpc-client", Value: c.flags.grpcClient})
+	}
 	if c.flags.grpcConns != 1 {
 		kv = append(kv, backend.KV{Key: "grpc-conns", Value: strconv.Itoa(c.flags.grpcConns)})
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
+	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/loadgen"
+	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -41,6 +43,7 @@ type suiteFlags struct {
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, modelName, servers                                  string
+	grpcClient, grpcServer                                                    string
 	inputs, batching                                                          string
 	targets                                                                   targetList
 
@@ -92,6 +95,8 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxWindows, "max-windows", loadgen.DefaultMaxWindows, "windows: stop after this many, stable or not")
 	fs.DurationVar(&f.clientPoll, "client-poll", 0, "wire transports: how long the suite's connections look for the server's next bytes before a read sleeps (busy CPUs on the client's side, as -idle-poll on the server's; 0: sleep at once; at most 10ms); a config line when set")
 	fs.BoolVar(&f.grpcStream, "grpc-stream", false, "gRPC transports: send requests as messages of one ModelStreamInfer call per connection (Triton's streaming inference, as perf_analyzer --streaming) instead of a ModelInfer call each; a config line when set")
+	fs.StringVar(&f.grpcClient, "grpc-client", client.TransportH2, "gRPC transports: the client's transport for ModelInfer calls: h2grpc (this module's own HTTP/2 client: requests written from the caller's memory) or grpc-go (-grpc-stream always uses grpc-go); a config line when h2grpc")
+	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC transports: the gRPC server the suite starts (serve -grpc-server): h2grpc or grpc-go; a config line when h2grpc")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
 	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
@@ -266,6 +271,12 @@ func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, 
 	}
 	if f.idlePoll < 0 || f.idlePoll > inference.MaxIdlePoll {
 		return nil, badFlag("idle-poll", f.idlePoll.String(), "want 0 to %v", inference.MaxIdlePoll)
+	}
+	if f.grpcClient != client.TransportH2 && f.grpcClient != client.TransportGRPCGo {
+		return nil, badFlag("grpc-client", f.grpcClient, "want %s or %s", client.TransportH2, client.TransportGRPCGo)
+	}
+	if f.grpcServer != protocol.GRPCServerH2 && f.grpcServer != protocol.GRPCServerGo {
+		return nil, badFlag("grpc-server", f.grpcServer, "want %s or %s", protocol.GRPCServerH2, protocol.GRPCServerGo)
 	}
 	if f.clientPoll < 0 || f.clientPoll > inference.MaxIdlePoll {
 		return nil, badFlag("client-poll", f.clientPoll.String(), "want 0 to %v", inference.MaxIdlePoll)

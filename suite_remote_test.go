@@ -23,7 +23,7 @@ type wireClient interface {
 // http). It connects on its first call.
 func dial(scheme, addr string) (wireClient, error) {
 	if scheme == grpcT {
-		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll})
+		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll, Transport: suite.flags.grpcClient})
 	}
 	return client.NewHTTP("http://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll})
 }

@@ -129,7 +129,7 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
 		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
 		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block",
-		"-idle-poll", c.flags.idlePoll.String()}
+		"-idle-poll", c.flags.idlePoll.String(), "-grpc-server", c.flags.grpcServer}
 	if c.flags.checkpoint != "" {
 		abs, err := filepath.Abs(c.flags.checkpoint)
 		if err != nil {

@@ -165,6 +165,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"poll.txt":      configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "1ms"),
 		"poll-0.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-idle-poll", "0"),
 		"unary.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc"),
+		"grpc-go.txt":   configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-client", "grpc-go", "-grpc-server", "grpc-go"),
+		"h2-server.txt": configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-client", "grpc-go"),
 		"stream.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-stream"),
 		"cpoll.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-client-poll", "1ms"),
 	})
@@ -175,8 +177,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	assert.Equal(t, tables["tiny.txt"], tables["legacy.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
-	assert.Equal(t, tables["tiny.txt"], tables["unary.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt"} {
+	assert.Equal(t, tables["tiny.txt"], tables["grpc-go.txt"])
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt", "unary.txt", "h2-server.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

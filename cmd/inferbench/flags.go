@@ -27,6 +27,7 @@ type serveFlags struct {
 	writeTimeout, idleTimeout               time.Duration
 	maxHeaderBytes, maxConns                int
 	grpcMaxStreams                          uint
+	grpcServer                              string
 	grpcWindow                              int64
 	inflightBytes                           int64
 	shmMaxRegions                           int
@@ -89,6 +90,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP: largest request header block")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
+	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
 	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "shared memory (system and, on -backend cuda, CUDA): regions clients may have registered (and mapped) at once; 0 turns both extensions off")
@@ -164,6 +166,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.grpcWindow < 64<<10 || f.grpcWindow > 256<<20 {
 		return fmt.Errorf("-grpc-window %d: want 64 KiB (65536) to 256 MiB (268435456)", f.grpcWindow)
+	}
+	if f.grpcServer != protocol.GRPCServerH2 && f.grpcServer != protocol.GRPCServerGo {
+		return fmt.Errorf("-grpc-server %q: want %s or %s", f.grpcServer, protocol.GRPCServerH2, protocol.GRPCServerGo)
 	}
 	if f.grpcMaxStreams < 1 {
 		return fmt.Errorf("-grpc-max-streams must be at least 1")

@@ -84,11 +84,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    f.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	grpcSrv := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{
+	grpcSrv, err := svc.NewGRPCServer(f.grpcServer, protocol.GRPCLimits{
 		MaxMessageBytes: int(svc.MaxBodyBytes()), MaxStreams: uint32(f.grpcMaxStreams), IdleTimeout: f.idleTimeout,
 		StreamWindow: int32(f.grpcWindow),
-	})...)
-	svc.RegisterGRPC(grpcSrv)
+	})
+	if err != nil {
+		stopProfile()
+		lns.close()
+		srv.Close()
+		return err
+	}
 	metricsSrv := &http.Server{Handler: metricsHandler(svc), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 
 	failed := make(chan error, 3)
@@ -109,7 +114,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start("http", lns.http, httpSrv.Serve)
 	start("grpc", lns.grpc, grpcSrv.Serve)
 	start("metrics", lns.metrics, metricsSrv.Serve)
-	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "max_body_bytes", svc.MaxBodyBytes())
+	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
 
 	var cause error
 	select {
@@ -139,7 +144,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // drain stops everything within f.grace; an error says what was cut off.
-func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inference.Server, httpSrv *http.Server, grpcSrv *grpc.Server, metricsSrv *http.Server) error {
+func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inference.Server, httpSrv *http.Server, grpcSrv protocol.GRPCServer, metricsSrv *http.Server) error {
 	svc.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()

@@ -148,18 +148,26 @@ func TestGRPCConnsSpreadInferOverConnections(t *testing.T) {
 	go gs.Serve(counted)
 	t.Cleanup(func() { gs.Stop(); svc.Close() })
 
-	for _, tc := range []struct{ conns, want int32 }{{0, 1}, {1, 1}, {3, 3}} {
+	for _, tc := range []struct {
+		transport   string
+		conns, want int32
+	}{
+		// grpc-go's connections carry Infer and, the first, every other
+		// call: no new one for them.
+		{client.TransportGRPCGo, 0, 1}, {client.TransportGRPCGo, 1, 1}, {client.TransportGRPCGo, 3, 3},
+		// h2grpc's carry Infer; other calls open one grpc-go connection.
+		{client.TransportH2, 0, 2}, {client.TransportH2, 1, 2}, {client.TransportH2, 3, 4},
+	} {
 		before := counted.accepted.Load()
-		c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: int(tc.conns)})
+		c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: int(tc.conns), Transport: tc.transport})
 		require.NoError(t, err)
 		for range 6 {
 			infer(t, c, 1)
 		}
-		// Other calls take the first connection: no new one.
 		_, err = c.ServerMetadata(context.Background())
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
-		assert.Equal(t, tc.want, counted.accepted.Load()-before, "Conns %d: connections the server accepted", tc.conns)
+		assert.Equal(t, tc.want, counted.accepted.Load()-before, "%s, Conns %d: connections the server accepted", tc.transport, tc.conns)
 	}
 }
 
@@ -174,8 +182,8 @@ func (c writeSizes) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// A request that fits client.WriteBufferBytes leaves in one write: the
-// server wakes for it once.
+// Through grpc-go, a request that fits client.WriteBufferBytes leaves in
+// one write: the server wakes for it once.
 func TestGRPCSendsARequestInOneWrite(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -198,7 +206,7 @@ func TestGRPCSendsARequestInOneWrite(t *testing.T) {
 		}
 		return writeSizes{Conn: c, sizes: sizes}, nil
 	})
-	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{DialOptions: []grpc.DialOption{dial}})
+	c, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{DialOptions: []grpc.DialOption{dial}, Transport: client.TransportGRPCGo})
 	require.NoError(t, err)
 	defer c.Close()
 	in := make([]float32, 3*h*w)

@@ -35,6 +35,21 @@ func (c inferCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok || len(r.RawInputContents) == 0 {
 		return c.std.Marshal(v)
 	}
+	parts, err := inferParts(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make(mem.BufferSlice, len(parts))
+	for i, p := range parts {
+		out[i] = mem.SliceBuffer(p)
+	}
+	return out, nil
+}
+
+// inferParts encodes r in pieces: its fields other than
+// raw_input_contents, then each raw input's tag and length followed by the
+// input itself (the caller's memory, not copied; an empty one is left out).
+func inferParts(r *v2pb.ModelInferRequest) ([][]byte, error) {
 	head, err := proto.Marshal(&v2pb.ModelInferRequest{
 		ModelName: r.ModelName, ModelVersion: r.ModelVersion, Id: r.Id,
 		Parameters: r.Parameters, Inputs: r.Inputs, Outputs: r.Outputs,
@@ -42,13 +57,13 @@ func (c inferCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := mem.BufferSlice{mem.SliceBuffer(head)}
+	parts := [][]byte{head}
 	for _, b := range r.RawInputContents {
 		tag := protowire.AppendTag(nil, rawInputField, protowire.BytesType)
-		out = append(out, mem.SliceBuffer(protowire.AppendVarint(tag, uint64(len(b)))))
+		parts = append(parts, protowire.AppendVarint(tag, uint64(len(b))))
 		if len(b) > 0 {
-			out = append(out, mem.SliceBuffer(b))
+			parts = append(parts, b)
 		}
 	}
-	return out, nil
+	return parts, nil
 }

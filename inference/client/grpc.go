@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbench/inferbench/inference/busyread"
 	"github.com/inferbench/inferbench/inference/internal/bufpool"
+	"github.com/inferbench/inferbench/inference/internal/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
@@ -49,7 +52,23 @@ type GRPCOptions struct {
 	// busyread), as serve -idle-poll does on the server's side: lower
 	// latency one request at a time, for a CPU kept busy meanwhile.
 	ReadPoll time.Duration
+	// Transport is how Infer's ModelInfer calls travel when Stream is off:
+	// TransportH2 (or "") or TransportGRPCGo. Every other call, and
+	// Stream's, goes through grpc-go.
+	Transport string
 }
+
+// The transports of GRPCOptions.Transport.
+const (
+	// TransportH2 is this module's own HTTP/2 client (package h2grpc): a
+	// request goes from the caller's memory to the socket by writev, in
+	// frames as large as the server takes (16 MiB from serve's own server,
+	// 16 KiB from grpc-go's). It needs a target of the form host:port.
+	TransportH2 = "h2grpc"
+	// TransportGRPCGo is grpc-go's client, which copies each request into
+	// its write buffer and sends it in 16 KiB frames.
+	TransportGRPCGo = "grpc-go"
+)
 
 // GRPCClient calls a server's gRPC API over one HTTP/2 connection, or
 // several for Infer (GRPCOptions.Conns). It is safe for concurrent use.
@@ -59,6 +78,9 @@ type GRPCClient struct {
 	// streams carry Infer's requests, one per connection, with
 	// GRPCOptions.Stream; nil without.
 	streams []*inferStream
+	// unary carry Infer's ModelInfer calls, one per connection, with
+	// TransportH2; nil with TransportGRPCGo or Stream.
+	unary []*h2grpc.Client
 	// busy picks Infer's connection: the least busy, not the next in turn.
 	// Taking turns, a call could land on a connection still sending a
 	// 192 MB request while another stood idle (calls end out of turn), and
@@ -93,15 +115,19 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		experimental.WithBufferPool(grpcBuffers), // reused without clearing (see bufpool)
 	}, opts.DialOptions...)
 	if opts.ReadPoll > 0 {
-		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			c, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			return busyread.Conn(c, opts.ReadPoll), nil
-		}))
+		dial = append(dial, grpc.WithContextDialer(dialer(opts.ReadPoll)))
 	}
 	c := &GRPCClient{}
+	switch opts.Transport {
+	case "", TransportH2:
+		if strings.Contains(target, "/") {
+			return nil, fmt.Errorf("client: gRPC target %q: transport %s takes host:port (transport %s takes gRPC's other forms)", target, TransportH2, TransportGRPCGo)
+		}
+	case TransportGRPCGo:
+	default:
+		return nil, fmt.Errorf("client: unknown gRPC transport %q (want %s or %s)", opts.Transport, TransportH2, TransportGRPCGo)
+	}
+	h2 := opts.Transport != TransportGRPCGo && !opts.Stream
 	for range max(opts.Conns, 1) {
 		conn, err := grpc.NewClient(target, dial...)
 		if err != nil {
@@ -113,9 +139,26 @@ func NewGRPC(target string, opts GRPCOptions) (*GRPCClient, error) {
 		if opts.Stream {
 			c.streams = append(c.streams, &inferStream{api: c.infer[len(c.infer)-1], maxBytes: opts.MaxMessageBytes})
 		}
+		if h2 {
+			c.unary = append(c.unary, h2grpc.NewClient(target, h2grpc.ClientOptions{
+				MaxMessageBytes: opts.MaxMessageBytes, StreamWindow: 4 << 20, Dial: dialer(opts.ReadPoll),
+			}))
+		}
 	}
 	c.busy, _ = NewBalancer(len(c.infer))
 	return c, nil
+}
+
+// dialer opens TCP connections whose reads, with poll above 0, look for
+// the server's bytes for up to poll before they sleep (busyread).
+func dialer(poll time.Duration) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
+		if err != nil || poll <= 0 {
+			return c, err
+		}
+		return busyread.Conn(c, poll), nil
+	}
 }
 
 // API is the generated stub, for calls this package does not wrap.
@@ -130,6 +173,9 @@ func (c *GRPCClient) Close() error {
 	}
 	for _, s := range c.streams {
 		s.close()
+	}
+	for _, u := range c.unary {
+		errs = append(errs, u.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -243,11 +289,35 @@ func (c *GRPCClient) inferOn(ctx context.Context, conn int, req *InferRequest) (
 		}
 		return fromGRPC(resp, req.OutputRegions)
 	}
+	if c.unary != nil {
+		resp, err := c.inferH2(ctx, conn, r)
+		if err != nil {
+			return nil, grpcErr(err)
+		}
+		return fromGRPC(resp, req.OutputRegions)
+	}
 	resp, err := c.infer[conn].ModelInfer(ctx, r)
 	if err != nil {
 		return nil, grpcErr(err)
 	}
 	return fromGRPC(resp, req.OutputRegions)
+}
+
+// inferH2 makes a ModelInfer call through connection conn's h2grpc client.
+func (c *GRPCClient) inferH2(ctx context.Context, conn int, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	parts, err := inferParts(r)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.unary[conn].Invoke(ctx, v2pb.GRPCInferenceService_ModelInfer_FullMethodName, parts...)
+	if err != nil {
+		return nil, err
+	}
+	resp := &v2pb.ModelInferResponse{}
+	if err := proto.Unmarshal(b, resp); err != nil {
+		return nil, fmt.Errorf("client: decoding the ModelInfer response: %w", err)
+	}
+	return resp, nil
 }
 
 // fromGRPC reads a response's outputs from raw_output_contents or, when the

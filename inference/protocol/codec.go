@@ -98,7 +98,7 @@ func (c inferCodec) unmarshalInfer(rd *mem.Reader, r *v2pb.ModelInferRequest) (e
 				}
 				rest, decoded = rest[:0], true
 			}
-			dst := c.destination(r, len(r.RawInputContents), int(n))
+			dst := c.s.rawBuffer(r, len(r.RawInputContents), int(n))
 			if err := readInto(rd, dst); err != nil {
 				return err
 			}
@@ -116,11 +116,11 @@ func (c inferCodec) unmarshalInfer(rd *mem.Reader, r *v2pb.ModelInferRequest) (e
 	return proto.UnmarshalOptions{Merge: decoded}.Unmarshal(rest, r)
 }
 
-// destination is where the k-th raw input of n bytes goes: a lent buffer of
-// the pool when it is the model's one FP32 input with a valid shape and
+// rawBuffer is where the k-th raw input of n bytes of r goes: a lent buffer
+// of the pool when it is the model's one FP32 input with a valid shape and
 // exactly its size, else a new slice.
-func (c inferCodec) destination(r *v2pb.ModelInferRequest, k, n int) []byte {
-	m := c.s.model
+func (s *Service) rawBuffer(r *v2pb.ModelInferRequest, k, n int) []byte {
+	m := s.model
 	if k != 0 || len(r.GetInputs()) != 1 || !hostLittleEndian || r.GetModelName() != m.name || !m.matches(r.GetModelVersion()) {
 		return make([]byte, n)
 	}

@@ -110,14 +110,52 @@ func FuzzGRPCInfer(f *testing.F) {
 	})
 }
 
-// FuzzInferCodec checks the gRPC server's codec against protobuf itself:
+// FuzzInferCodec checks the grpc-go server's codec against protobuf itself:
 // any bytes decode to the same ModelInferRequest, or fail in both, and every
 // buffer the codec lends is returned.
 func FuzzInferCodec(f *testing.F) {
 	s := fuzzService(f)
-	c := inferCodec{std: encoding.GetCodecV2("proto"), s: s}
+	for _, b := range inferSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		c := inferCodec{std: encoding.GetCodecV2("proto"), s: s}
+		checkInferDecoder(t, s, msg, func(r *v2pb.ModelInferRequest) error {
+			return c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, r)
+		})
+	})
+}
+
+// FuzzInferSink checks the h2grpc server's decoder the same way, the
+// message arriving in pieces of at most chunk+1 bytes.
+func FuzzInferSink(f *testing.F) {
+	s := fuzzService(f)
+	for i, b := range inferSeeds(f) {
+		f.Add(b, uint8(i*37))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte, chunk uint8) {
+		checkInferDecoder(t, s, msg, func(r *v2pb.ModelInferRequest) error {
+			k := s.grpcSink(v2pb.GRPCInferenceService_ModelInfer_FullMethodName, len(msg))
+			for rest := msg; len(rest) > 0; {
+				b := k.Buffer(min(int(chunk)+1, len(rest)))
+				n := copy(b, rest)
+				rest = rest[n:]
+				if err := k.Filled(n); err != nil {
+					k.Release()
+					return err
+				}
+			}
+			return k.Decode(r)
+		})
+	})
+}
+
+// inferSeeds are ModelInferRequests that go through the lent-buffer path
+// and around it, a raw input before its description, and top-level groups.
+func inferSeeds(f *testing.F) [][]byte {
 	img := 3 * 32 * 32
 	in := &v2pb.ModelInferRequest_InferInputTensor{Name: "input", Datatype: "FP32", Shape: []int64{1, 3, 32, 32}}
+	var seeds [][]byte
 	for _, r := range []*v2pb.ModelInferRequest{
 		{ModelName: "resnet18", Id: "x", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{make([]byte, 4*img)}},
 		{ModelName: "resnet18", Inputs: []*v2pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{make([]byte, 4*img), {1, 2}}},
@@ -125,7 +163,6 @@ func FuzzInferCodec(f *testing.F) {
 	} {
 		b, err := proto.Marshal(r)
 		require.NoError(f, err)
-		f.Add(b)
 		// The raw input first, before the tensor's description.
 		raw := protowire.AppendTag(nil, rawInputField, protowire.BytesType)
 		raw = protowire.AppendBytes(raw, r.RawInputContents[0])
@@ -133,26 +170,35 @@ func FuzzInferCodec(f *testing.F) {
 		r2.RawInputContents = r2.RawInputContents[1:]
 		b2, err := proto.Marshal(r2)
 		require.NoError(f, err)
-		f.Add(append(raw, b2...))
+		seeds = append(seeds, b, append(raw, b2...))
 	}
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		var want, got v2pb.ModelInferRequest
-		wantErr := proto.Unmarshal(msg, &want)
-		gotErr := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, &got)
-		for _, b := range got.GetRawInputContents() {
-			if t2, ok := s.model.inputs.claim(b); ok {
-				s.model.inputs.put(t2)
-			}
+	// Groups, which protobuf keeps as unknown fields, and a broken one.
+	group := protowire.AppendTag(nil, 20, protowire.StartGroupType)
+	seeds = append(seeds,
+		protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(group, 1, protowire.VarintType), 5), 20, protowire.EndGroupType),
+		protowire.AppendVarint(protowire.AppendTag(group, 1, protowire.VarintType), 5))
+	return seeds
+}
+
+// checkInferDecoder decodes msg with decode and with protobuf: the same
+// request or an error from both, and every lent buffer returned.
+func checkInferDecoder(t *testing.T, s *Service, msg []byte, decode func(r *v2pb.ModelInferRequest) error) {
+	var want, got v2pb.ModelInferRequest
+	wantErr := proto.Unmarshal(msg, &want)
+	gotErr := decode(&got)
+	for _, b := range got.GetRawInputContents() {
+		if t2, ok := s.model.inputs.claim(b); ok {
+			s.model.inputs.put(t2)
 		}
-		require.True(t, s.model.inputs.inUse.TryAcquire(s.model.inputs.limit), "a lent buffer was not returned")
-		s.model.inputs.inUse.Release(s.model.inputs.limit)
-		if wantErr != nil {
-			require.Error(t, gotErr)
-			return
-		}
-		require.NoError(t, gotErr)
-		want.ProtoReflect().SetUnknown(nil)
-		got.ProtoReflect().SetUnknown(nil)
-		require.True(t, proto.Equal(&want, &got), "codec decoded\n%v\nprotobuf decoded\n%v", &got, &want)
-	})
+	}
+	require.True(t, s.model.inputs.inUse.TryAcquire(s.model.inputs.limit), "a lent buffer was not returned")
+	s.model.inputs.inUse.Release(s.model.inputs.limit)
+	if wantErr != nil {
+		require.Error(t, gotErr)
+		return
+	}
+	require.NoError(t, gotErr)
+	want.ProtoReflect().SetUnknown(nil)
+	got.ProtoReflect().SetUnknown(nil)
+	require.True(t, proto.Equal(&want, &got), "decoded\n%v\nprotobuf decoded\n%v", &got, &want)
 }

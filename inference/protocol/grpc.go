@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"runtime"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/internal/bufpool"
+	"github.com/inferbench/inferbench/inference/internal/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
@@ -46,11 +49,8 @@ type GRPCLimits struct {
 	StreamWindow int32
 }
 
-// GRPCServerOptions are the options a grpc.Server serving s needs: message
-// size limits, per-connection call limits, header size, handshake and idle
-// timeouts, keepalive enforcement, and flow-control windows large enough for
-// batch-sized messages.
-func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
+// grpcLimits is l with its defaults filled in.
+func (s *Service) grpcLimits(l GRPCLimits) GRPCLimits {
 	if l.MaxMessageBytes <= 0 {
 		l.MaxMessageBytes = int(s.opts.MaxBodyBytes)
 	}
@@ -64,6 +64,15 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		l.StreamWindow = DefaultStreamWindow
 	}
 	l.StreamWindow = int32(min(int(l.StreamWindow), l.MaxMessageBytes, 1<<28))
+	return l
+}
+
+// GRPCServerOptions are the options a grpc.Server serving s needs: message
+// size limits, per-connection call limits, header size, handshake and idle
+// timeouts, keepalive enforcement, and flow-control windows large enough for
+// batch-sized messages.
+func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
+	l = s.grpcLimits(l)
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
 		grpc.MaxSendMsgSize(l.MaxMessageBytes),
@@ -92,10 +101,55 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 // grpcBuffers is the gRPC servers' buffer pool.
 var grpcBuffers = new(bufpool.Pool)
 
+// GRPCServer serves a Service's gRPC API: a *grpc.Server, or this module's
+// own HTTP/2 server (GRPCServerH2).
+type GRPCServer interface {
+	// Serve accepts connections on ln until the server stops
+	// (grpc.ErrServerStopped) or ln fails.
+	Serve(ln net.Listener) error
+	// GracefulStop stops taking calls and returns once those accepted
+	// are answered.
+	GracefulStop()
+	// Stop closes every connection now.
+	Stop()
+}
+
+// The gRPC server implementations NewGRPCServer knows.
+const (
+	// GRPCServerH2 is this module's own HTTP/2 server (package h2grpc):
+	// a ModelInfer request's raw input goes from the socket straight into
+	// an input buffer of the pool; no copy in this process.
+	GRPCServerH2 = "h2grpc"
+	// GRPCServerGo is grpc-go's server: each 16 KiB frame is copied out of
+	// its read buffer, then into the input buffer (inferCodec).
+	GRPCServerGo = "grpc-go"
+)
+
+// NewGRPCServer returns a gRPC server of s, built on impl (GRPCServerH2 or
+// GRPCServerGo), with limits l and the services of RegisterGRPC.
+func (s *Service) NewGRPCServer(impl string, l GRPCLimits) (GRPCServer, error) {
+	switch impl {
+	case GRPCServerGo:
+		g := grpc.NewServer(s.GRPCServerOptions(l)...)
+		s.RegisterGRPC(g)
+		return g, nil
+	case GRPCServerH2:
+		l = s.grpcLimits(l)
+		g := h2grpc.NewServer(h2grpc.ServerOptions{
+			MaxMessageBytes: l.MaxMessageBytes, MaxStreams: l.MaxStreams, MaxHeaderBytes: 64 << 10,
+			StreamWindow: l.StreamWindow, IdleTimeout: l.IdleTimeout, HandshakeTimeout: 10 * time.Second,
+			Sink: s.grpcSink, Log: s.opts.Log,
+		})
+		s.RegisterGRPC(g)
+		return g, nil
+	}
+	return nil, fmt.Errorf("protocol: unknown gRPC server %q (want %s or %s)", impl, GRPCServerH2, GRPCServerGo)
+}
+
 // RegisterGRPC registers on g the inference.GRPCInferenceService, the
 // standard grpc.health.v1 service (for Kubernetes gRPC probes: SERVING
 // exactly when Ready) and server reflection (so grpcurl needs no .proto).
-func (s *Service) RegisterGRPC(g *grpc.Server) {
+func (s *Service) RegisterGRPC(g reflection.GRPCServer) {
 	v2pb.RegisterGRPCInferenceServiceServer(g, grpcService{s: s})
 	registerHealth(g, s)
 	reflection.Register(g)

@@ -22,7 +22,7 @@ type healthService struct {
 	poll time.Duration
 }
 
-func registerHealth(g *grpc.Server, s *Service) {
+func registerHealth(g grpc.ServiceRegistrar, s *Service) {
 	grpc_health_v1.RegisterHealthServer(g, &healthService{s: s, poll: time.Second})
 }
 

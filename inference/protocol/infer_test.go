@@ -70,7 +70,10 @@ func TestLargeRequestsEqualInProcessBitForBit(t *testing.T) {
 	f := newFixture(t, fixtureOpts{cfg: inference.Config{MaxBatch: n}})
 	images := randomImages(7, n)
 	want := f.inProcess(t, images)
-	clients := map[string]client.Client{"grpc": f.grpcClient(t), "grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true}), "http-binary": f.httpClient(t, false)}
+	clients := map[string]client.Client{
+		"grpc": f.grpcClient(t), "grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true}), "http-binary": f.httpClient(t, false),
+		"grpc, grpc-go server": f.grpcGoClient(t, client.GRPCOptions{}), "grpc, grpc-go client": f.grpcClientWith(t, client.GRPCOptions{Transport: client.TransportGRPCGo}),
+	}
 	for name, c := range clients {
 		resp, err := c.Infer(context.Background(), inferRequest(images))
 		require.NoError(t, err, name)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
@@ -72,11 +71,12 @@ func (w gatedWorker) Compute(s, n int) error {
 
 // fixture is a served model with its transports on loopback.
 type fixture struct {
-	srv  *inference.Server
-	svc  *protocol.Service
-	http *httptest.Server
-	grpc string // address
-	gate *gate  // nil unless asked for
+	srv    *inference.Server
+	svc    *protocol.Service
+	http   *httptest.Server
+	grpc   string // address of the h2grpc server
+	grpcGo string // address of the grpc-go server
+	gate   *gate  // nil unless asked for
 }
 
 type fixtureOpts struct {
@@ -109,12 +109,22 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	require.NoError(t, err)
 	f.svc = protocol.New(m, o.opts)
 	f.http = httptest.NewServer(f.svc.HTTPHandler())
-	g := grpc.NewServer(f.svc.GRPCServerOptions(protocol.GRPCLimits{})...)
-	f.svc.RegisterGRPC(g)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	f.grpc = ln.Addr().String()
-	go g.Serve(ln)
+	// Both gRPC servers serve the Service: this module's own (h2grpc) and
+	// grpc-go's.
+	var grpcs []protocol.GRPCServer
+	for _, impl := range []string{protocol.GRPCServerH2, protocol.GRPCServerGo} {
+		g, err := f.svc.NewGRPCServer(impl, protocol.GRPCLimits{})
+		require.NoError(t, err)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		if impl == protocol.GRPCServerH2 {
+			f.grpc = ln.Addr().String()
+		} else {
+			f.grpcGo = ln.Addr().String()
+		}
+		go g.Serve(ln)
+		grpcs = append(grpcs, g)
+	}
 	t.Cleanup(func() {
 		if f.gate != nil {
 			select {
@@ -124,7 +134,9 @@ func newFixture(t testing.TB, o fixtureOpts) *fixture {
 			}
 		}
 		f.http.Close()
-		g.Stop()
+		for _, g := range grpcs {
+			g.Stop()
+		}
 		f.svc.Close()
 		srv.Close()
 	})
@@ -162,7 +174,19 @@ func (f *fixture) clients(t testing.TB) map[string]client.Client {
 		"http-json":   f.httpClient(t, true),
 		"grpc":        f.grpcClient(t),
 		"grpc-stream": f.grpcClientWith(t, client.GRPCOptions{Stream: true, ReadPoll: 200 * time.Microsecond}),
+		// The clients and servers of both gRPC transports work together.
+		"grpc, grpc-go client":        f.grpcClientWith(t, client.GRPCOptions{Transport: client.TransportGRPCGo}),
+		"grpc, grpc-go server":        f.grpcGoClient(t, client.GRPCOptions{}),
+		"grpc-stream, grpc-go server": f.grpcGoClient(t, client.GRPCOptions{Stream: true}),
 	}
+}
+
+// grpcGoClient is a client of the fixture's grpc-go server.
+func (f *fixture) grpcGoClient(t testing.TB, o client.GRPCOptions) *client.GRPCClient {
+	c, err := client.NewGRPC(f.grpcGo, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func randomImages(seed uint64, n int) []float32 {

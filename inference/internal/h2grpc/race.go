@@ -1,0 +1,6 @@
+//go:build race
+
+package h2grpc
+
+// raceEnabled: see writeFrames.
+const raceEnabled = true

@@ -1,0 +1,520 @@
+package h2grpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// serverConn is one client's connection. Its reader goroutine (serve) reads
+// every frame; each call's handler runs in a goroutine of its own and writes
+// its answer under wmu.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu  sync.Mutex // serialises writes and header encoding
+	hw   *headerWriter
+	wbuf []byte
+
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when a send window grows or a stream ends
+	peer       peerSettings
+	sendWindow int64 // connection-level window for what we send
+	streams    map[uint32]*serverStream
+	maxID      uint32 // highest stream a client has opened
+	goingAway  bool   // no new streams; close when the last ends
+	closed     bool
+	ended      []*serverStream // streams ended since the reader last looked
+
+	// Owned by the reader goroutine.
+	recvWindow   int64 // bytes the client may still send on the connection
+	unacked      int64 // bytes taken and not yet given back with WINDOW_UPDATE
+	connWindow   int64
+	hb           *headerBlock
+	scratch      []byte
+	hdr          [headerLen]byte
+	lastDeadline time.Time
+}
+
+func newServerConn(s *Server, nc net.Conn) *serverConn {
+	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), hw: newHeaderWriter(),
+		peer: defaultPeerSettings(), sendWindow: defaultWindow, streams: map[uint32]*serverStream{},
+		hb: newHeaderBlock(s.opts.MaxHeaderBytes), connWindow: 4 * int64(s.opts.StreamWindow)}
+	c.cond = sync.NewCond(&c.mu)
+	c.ctx, c.cancel = context.WithCancel(peer.NewContext(context.Background(), &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}))
+	return c
+}
+
+// serve runs the connection until it fails or closes.
+func (c *serverConn) serve() {
+	err := c.run()
+	var ce connError
+	if errors.As(err, &ce) {
+		c.mu.Lock()
+		last := c.maxID
+		c.mu.Unlock()
+		c.write(appendGoAway(nil, last, ce.code, ce.msg))
+	}
+	if err != nil && c.s.opts.Log != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.s.opts.Log.Warn("grpc connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
+	}
+	c.close()
+}
+
+// close ends every stream and the connection.
+func (c *serverConn) close() {
+	c.nc.Close()
+	c.cancel()
+	c.mu.Lock()
+	c.closed = true
+	streams := c.streams
+	c.streams = map[uint32]*serverStream{}
+	ended := c.ended
+	c.ended = nil
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	for _, st := range streams {
+		st.resetRecv()
+		st.releaseCur()
+	}
+	for _, st := range ended {
+		st.releaseCur()
+	}
+}
+
+func (c *serverConn) run() error {
+	o := &c.s.opts
+	c.nc.SetReadDeadline(time.Now().Add(o.HandshakeTimeout))
+	var p [len(preface)]byte
+	if _, err := io.ReadFull(c.br, p[:]); err != nil {
+		return fmt.Errorf("reading the client preface: %w", err)
+	}
+	if string(p[:]) != preface {
+		return errors.New("not an HTTP/2 client preface (is the client speaking HTTP/1 or TLS?)")
+	}
+	b := appendSettings(nil,
+		setting{http2.SettingMaxConcurrentStreams, o.MaxStreams},
+		setting{http2.SettingInitialWindowSize, uint32(o.StreamWindow)},
+		setting{http2.SettingMaxFrameSize, maxFrame},
+		setting{http2.SettingMaxHeaderListSize, uint32(o.MaxHeaderBytes)})
+	b = appendWindowUpdate(b, 0, uint32(c.connWindow-defaultWindow))
+	c.recvWindow = c.connWindow
+	if err := c.write(b); err != nil {
+		return err
+	}
+	h, err := readFrameHeader(c.br, &c.hdr)
+	if err != nil {
+		return err
+	}
+	if h.typ != http2.FrameSettings || h.has(http2.FlagSettingsAck) {
+		return protocolError("first frame is %v, not SETTINGS", h.typ)
+	}
+	for {
+		if err := c.frame(h); err != nil {
+			return err
+		}
+		c.reap()
+		c.keepAlive()
+		if h, err = readFrameHeader(c.br, &c.hdr); err != nil {
+			return err
+		}
+	}
+}
+
+// reap releases the message each ended stream was receiving; only the
+// reader, which fills them, may.
+func (c *serverConn) reap() {
+	c.mu.Lock()
+	ended := c.ended
+	c.ended = nil
+	c.mu.Unlock()
+	for _, st := range ended {
+		st.releaseCur()
+	}
+}
+
+// keepAlive moves the read deadline to IdleTimeout from now, at most once
+// a second.
+func (c *serverConn) keepAlive() {
+	now := time.Now()
+	if now.Sub(c.lastDeadline) < time.Second {
+		return
+	}
+	c.lastDeadline = now
+	c.nc.SetReadDeadline(now.Add(c.s.opts.IdleTimeout))
+}
+
+// frame handles one frame whose header has been read.
+func (c *serverConn) frame(h frameHeader) error {
+	if h.length > maxFrame {
+		return connError{http2.ErrCodeFrameSize, fmt.Sprintf("%v frame of %d bytes", h.typ, h.length)}
+	}
+	switch h.typ {
+	case http2.FrameData:
+		return c.onData(h)
+	case http2.FrameHeaders:
+		return c.onHeaders(h)
+	case http2.FrameSettings:
+		return c.onSettings(h)
+	case http2.FrameWindowUpdate:
+		return c.onWindowUpdate(h)
+	case http2.FramePing:
+		if h.length != 8 || h.stream != 0 {
+			return connError{http2.ErrCodeFrameSize, "malformed PING"}
+		}
+		var data [8]byte
+		if _, err := io.ReadFull(c.br, data[:]); err != nil {
+			return err
+		}
+		if h.has(http2.FlagPingAck) {
+			return nil
+		}
+		return c.write(append(appendFrameHeader(nil, 8, http2.FramePing, http2.FlagPingAck, 0), data[:]...))
+	case http2.FrameRSTStream:
+		if h.length != 4 || h.stream == 0 {
+			return protocolError("malformed RST_STREAM")
+		}
+		if _, err := c.br.Discard(4); err != nil {
+			return err
+		}
+		if st := c.stream(h.stream); st != nil {
+			st.reset.Store(true)
+			c.endStream(st)
+		} else if h.stream > c.maxID {
+			return protocolError("RST_STREAM on idle stream %d", h.stream)
+		}
+		return nil
+	case http2.FramePriority:
+		if h.length != 5 {
+			return connError{http2.ErrCodeFrameSize, "malformed PRIORITY"}
+		}
+	case http2.FramePushPromise:
+		return protocolError("PUSH_PROMISE from a client")
+	case http2.FrameContinuation:
+		return protocolError("CONTINUATION without HEADERS")
+	case http2.FrameGoAway:
+		c.mu.Lock()
+		c.goingAway = true
+		c.mu.Unlock()
+	}
+	// PRIORITY, GOAWAY's debug data and unknown frame types are skipped.
+	_, err := c.br.Discard(int(h.length))
+	return err
+}
+
+func (c *serverConn) stream(id uint32) *serverStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+func (c *serverConn) onSettings(h frameHeader) error {
+	if h.stream != 0 {
+		return protocolError("SETTINGS on stream %d", h.stream)
+	}
+	if h.has(http2.FlagSettingsAck) {
+		if h.length != 0 {
+			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
+		}
+		return nil
+	}
+	if h.length > 6*64 {
+		return connError{http2.ErrCodeEnhanceYourCalm, "SETTINGS of more than 64 parameters"}
+	}
+	payload := make([]byte, h.length)
+	if _, err := io.ReadFull(c.br, payload); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delta, err := c.peer.apply(payload)
+	if err == nil {
+		for _, st := range c.streams {
+			st.sendWindow += delta
+		}
+		c.cond.Broadcast()
+	}
+	table := c.peer.tableSize
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.hw.enc.SetMaxDynamicTableSizeLimit(table)
+	c.wmu.Unlock()
+	return c.write(appendFrameHeader(nil, 0, http2.FrameSettings, http2.FlagSettingsAck, 0))
+}
+
+func (c *serverConn) onWindowUpdate(h frameHeader) error {
+	if h.length != 4 {
+		return connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(c.br, b[:]); err != nil {
+		return err
+	}
+	n := int64(binary.BigEndian.Uint32(b[:]) & maxWindow)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.stream == 0 {
+		if n == 0 {
+			return protocolError("WINDOW_UPDATE of 0")
+		}
+		if c.sendWindow += n; c.sendWindow > maxWindow {
+			return connError{http2.ErrCodeFlowControl, "connection window above 2^31-1"}
+		}
+	} else if st := c.streams[h.stream]; st != nil {
+		if st.sendWindow += n; n == 0 || st.sendWindow > maxWindow {
+			// A stream error: the stream ends, the connection goes on.
+			go c.resetStream(st, http2.ErrCodeFlowControl)
+		}
+	} else if h.stream > c.maxID {
+		return protocolError("WINDOW_UPDATE on idle stream %d", h.stream)
+	}
+	c.cond.Broadcast()
+	return nil
+}
+
+// onData reads a DATA frame's payload into its stream's messages.
+func (c *serverConn) onData(h frameHeader) error {
+	if h.stream == 0 {
+		return protocolError("DATA on stream 0")
+	}
+	n, pad := int(h.length), 0
+	if h.has(http2.FlagDataPadded) {
+		p, err := c.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad = int(p)
+		if n -= 1 + pad; n < 0 {
+			return protocolError("DATA padding longer than the frame")
+		}
+	}
+	if c.recvWindow -= int64(h.length); c.recvWindow < 0 {
+		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	st := c.stream(h.stream)
+	if st == nil || st.recvEnded {
+		if st == nil && h.stream > c.maxID {
+			return protocolError("DATA on idle stream %d", h.stream)
+		}
+		if _, err := c.br.Discard(n + pad); err != nil {
+			return err
+		}
+		return c.taken(int64(h.length))
+	}
+	if !st.admit(int64(h.length)) {
+		if _, err := c.br.Discard(n + pad); err != nil {
+			return err
+		}
+		c.resetStream(st, http2.ErrCodeFlowControl)
+		return c.taken(int64(h.length))
+	}
+	if err := st.receive(c.br, n); err != nil {
+		return err
+	}
+	if _, err := c.br.Discard(pad); err != nil {
+		return err
+	}
+	if err := c.taken(int64(h.length)); err != nil {
+		return err
+	}
+	st.taken(int64(h.length))
+	if h.has(http2.FlagDataEndStream) {
+		st.endRecv()
+	}
+	return nil
+}
+
+// taken gives n bytes of connection window back to the client once a
+// quarter of the window has been taken.
+func (c *serverConn) taken(n int64) error {
+	if c.unacked += n; c.unacked < c.connWindow/4 {
+		return nil
+	}
+	b := appendWindowUpdate(nil, 0, uint32(c.unacked))
+	c.recvWindow += c.unacked
+	c.unacked = 0
+	return c.write(b)
+}
+
+func (c *serverConn) onHeaders(h frameHeader) error {
+	if h.stream == 0 || h.stream%2 == 0 {
+		return protocolError("HEADERS on stream %d", h.stream)
+	}
+	fields, tooLarge, buf, err := c.hb.read(c.br, h, c.scratch)
+	c.scratch = buf[:0]
+	if err != nil {
+		return err
+	}
+	endStream := h.has(http2.FlagHeadersEndStream)
+	if st := c.stream(h.stream); st != nil || h.stream <= c.maxID {
+		// Trailers from the client end its side; HEADERS on a stream that
+		// has ended are dropped.
+		if st != nil {
+			if !endStream {
+				c.resetStream(st, http2.ErrCodeProtocol)
+				return nil
+			}
+			st.endRecv()
+		}
+		return nil
+	}
+	c.mu.Lock()
+	c.maxID = h.stream
+	refuse := c.goingAway || len(c.streams) >= int(c.s.opts.MaxStreams)
+	c.mu.Unlock()
+	if refuse {
+		return c.write(appendRST(nil, h.stream, http2.ErrCodeRefusedStream))
+	}
+	var path, method, contentType, timeout, encoding string
+	md := metadata.MD{}
+	for _, f := range fields {
+		switch f.Name {
+		case ":path":
+			path = f.Value
+		case ":method":
+			method = f.Value
+		case "content-type":
+			contentType = f.Value
+		case "grpc-timeout":
+			timeout = f.Value
+		case "grpc-encoding":
+			encoding = f.Value
+		case ":scheme", ":authority", "te", "grpc-accept-encoding", "connection":
+		default:
+			if strings.HasPrefix(f.Name, ":") {
+				continue
+			}
+			if strings.HasSuffix(f.Name, "-bin") {
+				if v, err := decodeBinaryHeader(f.Value); err == nil {
+					md.Append(f.Name, v)
+				}
+				continue
+			}
+			md.Append(f.Name, f.Value)
+		}
+	}
+	st := c.newStream(h.stream, path, endStream)
+	switch {
+	case tooLarge:
+		return st.refuse(status.Newf(codes.ResourceExhausted, "header list larger than %d bytes", c.s.opts.MaxHeaderBytes))
+	case method != http.MethodPost:
+		return st.refuseHTTP(http.StatusMethodNotAllowed)
+	case !isGRPCContentType(contentType):
+		return st.refuseHTTP(http.StatusUnsupportedMediaType)
+	case encoding != "" && encoding != "identity":
+		return st.refuse(status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encoding))
+	}
+	m, ok := c.s.methods[path]
+	if !ok {
+		svc, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		if _, known := c.s.services[svc]; known {
+			return st.refuse(status.Newf(codes.Unimplemented, "unknown method %s", path))
+		}
+		return st.refuse(status.Newf(codes.Unimplemented, "unknown service %s", svc))
+	}
+	ctx := metadata.NewIncomingContext(c.ctx, md)
+	var cancel context.CancelFunc
+	if timeout != "" {
+		d, err := parseTimeout(timeout)
+		if err != nil {
+			return st.refuse(status.New(codes.Internal, err.Error()))
+		}
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	st.ctx, st.cancel = ctx, cancel
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	c.mu.Lock()
+	c.streams[st.id] = st
+	c.mu.Unlock()
+	go st.run(m)
+	return nil
+}
+
+// decodeBinaryHeader decodes a -bin header's base64, padded or not.
+func decodeBinaryHeader(v string) (string, error) {
+	if len(v)%4 == 0 {
+		b, err := base64.StdEncoding.DecodeString(v)
+		return string(b), err
+	}
+	b, err := base64.RawStdEncoding.DecodeString(v)
+	return string(b), err
+}
+
+// write writes b, and then bufs, to the connection in one system call
+// where it can.
+func (c *serverConn) write(b []byte, bufs ...[]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(b, bufs...)
+}
+
+func (c *serverConn) writeLocked(b []byte, bufs ...[]byte) error {
+	return writeFrames(c.nc, c.s.opts.WriteTimeout, b, bufs...)
+}
+
+// resetStream ends st with RST_STREAM code.
+func (c *serverConn) resetStream(st *serverStream, code http2.ErrCode) {
+	if !st.reset.Swap(true) {
+		c.write(appendRST(nil, st.id, code))
+	}
+	c.endStream(st)
+}
+
+// endStream forgets st: its context is cancelled and messages not yet
+// taken are released.
+func (c *serverConn) endStream(st *serverStream) {
+	c.mu.Lock()
+	if c.streams[st.id] != st {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.streams, st.id)
+	c.ended = append(c.ended, st)
+	last := c.goingAway && len(c.streams) == 0
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	st.resetRecv()
+	if last {
+		c.nc.Close()
+	}
+}
+
+// goAway tells the client that no new call will be taken (GOAWAY with the
+// last stream it opened) and closes the connection once its calls end.
+func (c *serverConn) goAway() {
+	c.mu.Lock()
+	c.goingAway = true
+	last, idle := c.maxID, len(c.streams) == 0
+	c.mu.Unlock()
+	c.write(appendGoAway(nil, last, http2.ErrCodeNo, "server stopping"))
+	if idle {
+		c.nc.Close()
+	}
+}
