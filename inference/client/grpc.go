@@ -71,7 +71,9 @@ const (
 )
 
 // GRPCClient calls a server's gRPC API over one HTTP/2 connection, or
-// several for Infer (GRPCOptions.Conns). It is safe for concurrent use.
+// several for Infer (GRPCOptions.Conns); with TransportH2, Infer's
+// connections are h2grpc's and every other call opens one of grpc-go's. It
+// is safe for concurrent use.
 type GRPCClient struct {
 	conns []*grpc.ClientConn
 	infer []v2pb.GRPCInferenceServiceClient // one per connection; other calls use the first

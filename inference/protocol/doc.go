@@ -34,7 +34,9 @@
 //     straight into the output's shared-memory region; errors map to HTTP
 //     statuses and gRPC codes (asError).
 //
-// Service ties a Model to the transports: HTTPHandler, RegisterGRPC (with
-// grpc.health.v1 and reflection), Collector, Drain. cmd/inferbench serve runs
-// them; package client calls them.
+// Service ties a Model to the transports: HTTPHandler, NewGRPCServer (our
+// own HTTP/2 server, package h2grpc, whose ModelInfer requests are decoded
+// as they arrive with grpcSink, or grpc-go's, with inferCodec), RegisterGRPC
+// (with grpc.health.v1 and reflection), Collector, Drain. cmd/inferbench
+// serve runs them; package client calls them.
 package protocol

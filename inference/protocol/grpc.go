@@ -38,8 +38,8 @@ type GRPCLimits struct {
 	MaxMessageBytes int
 	// MaxStreams bounds concurrent calls per connection; 0 means 128.
 	MaxStreams uint32
-	// IdleTimeout closes a connection without calls for this long; 0 means
-	// 5 minutes.
+	// IdleTimeout closes a connection without calls (grpc-go) or from which
+	// nothing has arrived (h2grpc) for this long; 0 means 5 minutes.
 	IdleTimeout time.Duration
 	// StreamWindow is each call's HTTP/2 receive window: how many bytes a
 	// client may send on a call ahead of what the server has read; a

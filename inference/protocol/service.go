@@ -30,8 +30,8 @@ type Options struct {
 	Name, Version string
 	// MaxBodyBytes bounds an HTTP request body; 0 means the body of one
 	// request of MaxBatch FP32 images in binary form plus 1 MiB of JSON.
-	// gRPC messages are bounded by the grpc.Server's options (see
-	// GRPCServerOptions).
+	// gRPC messages are bounded by GRPCLimits (NewGRPCServer,
+	// GRPCServerOptions), by default by this limit too.
 	MaxBodyBytes int64
 	// SharedMemory bounds the shared-memory regions (system and CUDA)
 	// clients register; the zero value allows DefaultMaxRegions regions of at
