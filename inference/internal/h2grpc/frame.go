@@ -221,7 +221,10 @@ func newHeaderBlock(limit int) *headerBlock {
 		}
 		h.fields = append(h.fields, f)
 	})
-	h.dec.SetMaxStringLength(limit)
+	// A string longer than the limit is reported by the size count
+	// (tooLarge), not by the decoder: the call gets an answer and the
+	// connection goes on. Blocks are bounded before decoding.
+	h.dec.SetMaxStringLength(4*limit + 4096)
 	return h
 }
 
