@@ -1,7 +1,6 @@
 package h2grpc
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -113,29 +112,15 @@ func (c *Client) Invoke(ctx context.Context, method string, parts ...[]byte) ([]
 
 // clientConn is one connection; its reader goroutine reads every frame.
 type clientConn struct {
-	nc        net.Conn
-	br        *bufio.Reader
+	conn
 	authority string
 	opts      ClientOptions
 
-	wmu  sync.Mutex
-	hw   *headerWriter
-	wbuf []byte
-
-	mu         sync.Mutex
-	cond       *sync.Cond
-	peer       peerSettings
-	sendWindow int64
-	streams    map[uint32]*clientStream
-	nextID     uint32
-	goingAway  bool
-	err        error // why the connection ended; nil while it runs
-
-	// Owned by the reader goroutine.
-	recvWindow, unacked, connWindow int64
-	hb                              *headerBlock
-	scratch                         []byte
-	hdr                             [headerLen]byte
+	// Guarded by mu.
+	streams   map[uint32]*clientStream
+	nextID    uint32
+	goingAway bool
+	err       error // why the connection ended; nil while it runs
 }
 
 type clientStream struct {
@@ -145,8 +130,7 @@ type clientStream struct {
 
 	// Owned by the reader goroutine until done is closed.
 	gotHeaders bool
-	pre        [5]byte
-	npre       int
+	pre        prefix
 	msg        []byte
 	msgLeft    int
 	messages   int
@@ -155,18 +139,14 @@ type clientStream struct {
 }
 
 func newClientConn(nc net.Conn, authority string, opts ClientOptions) (*clientConn, error) {
-	cc := &clientConn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), authority: authority, opts: opts,
-		hw: newHeaderWriter(), peer: defaultPeerSettings(), sendWindow: defaultWindow,
-		streams: map[uint32]*clientStream{}, nextID: 1, connWindow: 4 * int64(opts.StreamWindow),
-		hb: newHeaderBlock(64 << 10)}
-	cc.cond = sync.NewCond(&cc.mu)
-	cc.recvWindow = cc.connWindow
-	b := append([]byte(preface), appendSettings(nil,
+	cc := &clientConn{authority: authority, opts: opts, streams: map[uint32]*clientStream{}, nextID: 1}
+	cc.init(nc, 4*int64(opts.StreamWindow), 64<<10, opts.WriteTimeout)
+	cc.windows, cc.window = streamWindows(&cc.streams, func(st *clientStream) *int64 { return &st.sendWindow })
+	b := cc.hello([]byte(preface),
 		setting{http2.SettingEnablePush, 0},
 		setting{http2.SettingInitialWindowSize, uint32(opts.StreamWindow)},
 		setting{http2.SettingMaxFrameSize, maxFrame},
-		setting{http2.SettingMaxHeaderListSize, 64 << 10})...)
-	b = appendWindowUpdate(b, 0, uint32(cc.connWindow-defaultWindow))
+		setting{http2.SettingMaxHeaderListSize, 64 << 10})
 	if err := cc.write(b); err != nil {
 		return nil, err
 	}
@@ -195,16 +175,6 @@ func (cc *clientConn) shut(err error) {
 		st.status = status.Newf(codes.Unavailable, "h2grpc: connection ended: %v", err)
 		close(st.done)
 	}
-}
-
-func (cc *clientConn) write(b []byte, bufs ...[]byte) error {
-	cc.wmu.Lock()
-	defer cc.wmu.Unlock()
-	return cc.writeLocked(b, bufs...)
-}
-
-func (cc *clientConn) writeLocked(b []byte, bufs ...[]byte) error {
-	return writeFrames(cc.nc, cc.opts.WriteTimeout, b, bufs...)
 }
 
 func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte) ([]byte, error) {
@@ -236,9 +206,7 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 	cc.nextID += 2
 	st.sendWindow = int64(cc.peer.window)
 	cc.streams[st.id] = st
-	n := int(max(0, min(int64(left), cc.sendWindow, st.sendWindow)))
-	cc.sendWindow -= int64(n)
-	st.sendWindow -= int64(n)
+	n, _ := cc.reserveLocked(&st.sendWindow, left)
 	maxFrame := cc.peer.maxFrame
 	cc.mu.Unlock()
 	b := cc.hw.appendBlock(cc.wbuf[:0], st.id, false, maxFrame, fields...)
@@ -318,10 +286,8 @@ func (cc *clientConn) reserve(ctx context.Context, st *clientStream, want int) (
 			return want, cc.peer.maxFrame, errAnswered
 		case ctx.Err() != nil:
 			return 0, 0, status.FromContextError(ctx.Err()).Err()
-		case cc.sendWindow > 0 && st.sendWindow > 0:
-			n := int(min(int64(want), cc.sendWindow, st.sendWindow))
-			cc.sendWindow -= int64(n)
-			st.sendWindow -= int64(n)
+		}
+		if n, ok := cc.reserveLocked(&st.sendWindow, want); ok {
 			return n, cc.peer.maxFrame, nil
 		}
 		cc.cond.Wait()
@@ -357,15 +323,13 @@ func (cc *clientConn) read() error {
 		case http2.FrameSettings:
 			err = cc.onSettings(h)
 		case http2.FrameWindowUpdate:
-			err = cc.onWindowUpdate(h)
+			var bad bool
+			bad, err = cc.onWindowUpdate(h)
+			if st := cc.stream(h.stream); bad && st != nil {
+				cc.abort(st, status.New(codes.Internal, "h2grpc: the server's WINDOW_UPDATE overflowed the stream's window"))
+			}
 		case http2.FramePing:
-			if h.length != 8 {
-				return connError{http2.ErrCodeFrameSize, "malformed PING"}
-			}
-			var data [8]byte
-			if _, err = io.ReadFull(cc.br, data[:]); err == nil && !h.has(http2.FlagPingAck) {
-				err = cc.write(append(appendFrameHeader(nil, 8, http2.FramePing, http2.FlagPingAck, 0), data[:]...))
-			}
+			err = cc.onPing(h)
 		case http2.FrameRSTStream:
 			err = cc.onReset(h)
 		case http2.FrameGoAway:
@@ -401,59 +365,6 @@ func (cc *clientConn) end(st *clientStream, s *status.Status) bool {
 	}
 	cc.mu.Unlock()
 	return open
-}
-
-func (cc *clientConn) onSettings(h frameHeader) error {
-	if h.has(http2.FlagSettingsAck) {
-		_, err := cc.br.Discard(int(h.length))
-		return err
-	}
-	if h.length > 6*64 {
-		return connError{http2.ErrCodeEnhanceYourCalm, "SETTINGS of more than 64 parameters"}
-	}
-	payload := make([]byte, h.length)
-	if _, err := io.ReadFull(cc.br, payload); err != nil {
-		return err
-	}
-	cc.mu.Lock()
-	delta, err := cc.peer.apply(payload)
-	if err == nil {
-		for _, st := range cc.streams {
-			st.sendWindow += delta
-		}
-		cc.cond.Broadcast()
-	}
-	table := cc.peer.tableSize
-	cc.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	cc.wmu.Lock()
-	cc.hw.enc.SetMaxDynamicTableSizeLimit(table)
-	cc.wmu.Unlock()
-	return cc.write(appendFrameHeader(nil, 0, http2.FrameSettings, http2.FlagSettingsAck, 0))
-}
-
-func (cc *clientConn) onWindowUpdate(h frameHeader) error {
-	if h.length != 4 {
-		return connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
-	}
-	var b [4]byte
-	if _, err := io.ReadFull(cc.br, b[:]); err != nil {
-		return err
-	}
-	n := int64(binary.BigEndian.Uint32(b[:]) & maxWindow)
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if h.stream == 0 {
-		if cc.sendWindow += n; n == 0 || cc.sendWindow > maxWindow {
-			return connError{http2.ErrCodeFlowControl, "bad connection WINDOW_UPDATE"}
-		}
-	} else if st := cc.streams[h.stream]; st != nil {
-		st.sendWindow += n
-	}
-	cc.cond.Broadcast()
-	return nil
 }
 
 func (cc *clientConn) onReset(h frameHeader) error {
@@ -558,7 +469,7 @@ func (cc *clientConn) onHeaders(h frameHeader) error {
 	switch {
 	case err != nil:
 		cc.end(st, status.Newf(codes.Internal, "h2grpc: malformed grpc-status %q", grpcStatus))
-	case st.npre != 0 || st.msgLeft != 0:
+	case st.pre.n != 0 || st.msgLeft != 0:
 		cc.end(st, status.New(codes.Internal, "h2grpc: the server ended the call inside a message"))
 	default:
 		cc.end(st, status.New(codes.Code(code), grpcMessage))
@@ -589,19 +500,9 @@ func httpStatusError(httpStatus, grpcStatus, msg string) *status.Status {
 }
 
 func (cc *clientConn) onData(h frameHeader) error {
-	n, pad := int(h.length), 0
-	if h.has(http2.FlagDataPadded) {
-		p, err := cc.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		if pad = int(p); n-1-pad < 0 {
-			return protocolError("DATA padding longer than the frame")
-		}
-		n -= 1 + pad
-	}
-	if cc.recvWindow -= int64(h.length); cc.recvWindow < 0 {
-		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	n, pad, err := cc.dataHeader(h)
+	if err != nil {
+		return err
 	}
 	st := cc.stream(h.stream)
 	if st == nil || !st.gotHeaders {
@@ -626,20 +527,17 @@ func (cc *clientConn) onData(h frameHeader) error {
 func (cc *clientConn) receive(st *clientStream, n int) error {
 	for n > 0 {
 		if st.msgLeft == 0 {
-			k := min(5-st.npre, n)
-			if _, err := io.ReadFull(cc.br, st.pre[st.npre:st.npre+k]); err != nil {
+			k, whole, err := st.pre.read(cc.br, n)
+			if err != nil {
 				return err
 			}
-			st.npre += k
-			n -= k
-			if st.npre < 5 {
+			if n -= k; !whole {
 				continue
 			}
-			st.npre = 0
-			size := binary.BigEndian.Uint32(st.pre[1:])
+			size := st.pre.size()
 			var bad *status.Status
 			switch {
-			case st.pre[0] != 0:
+			case st.pre.compressed():
 				bad = status.New(codes.Internal, "h2grpc: compressed response, but no compression was offered")
 			case int64(size) > int64(cc.opts.MaxMessageBytes):
 				bad = status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, cc.opts.MaxMessageBytes)
@@ -672,12 +570,7 @@ func (cc *clientConn) receive(st *clientStream, n int) error {
 // taken gives back window for n bytes read, on the connection and, if st
 // is still open, on its stream, once a quarter of a window is due.
 func (cc *clientConn) taken(st *clientStream, n int64) error {
-	var b []byte
-	if cc.unacked += n; cc.unacked >= cc.connWindow/4 {
-		b = appendWindowUpdate(b, 0, uint32(cc.unacked))
-		cc.recvWindow += cc.unacked
-		cc.unacked = 0
-	}
+	b := cc.conn.taken(nil, n)
 	if st != nil {
 		if st.unacked += n; st.unacked >= int64(cc.opts.StreamWindow)/4 {
 			b = appendWindowUpdate(b, st.id, uint32(st.unacked))

@@ -1,17 +1,14 @@
 package h2grpc
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -25,41 +22,25 @@ import (
 // every frame; each call's handler runs in a goroutine of its own and writes
 // its answer under wmu.
 type serverConn struct {
+	conn
 	s      *Server
-	nc     net.Conn
-	br     *bufio.Reader
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wmu  sync.Mutex // serialises writes and header encoding
-	hw   *headerWriter
-	wbuf []byte
+	// Guarded by mu.
+	streams   map[uint32]*serverStream
+	maxID     uint32 // highest stream a client has opened
+	goingAway bool   // no new streams; close when the last ends
+	closed    bool
+	ended     []*serverStream // streams ended since the reader last looked
 
-	mu         sync.Mutex
-	cond       *sync.Cond // signalled when a send window grows or a stream ends
-	peer       peerSettings
-	sendWindow int64 // connection-level window for what we send
-	streams    map[uint32]*serverStream
-	maxID      uint32 // highest stream a client has opened
-	goingAway  bool   // no new streams; close when the last ends
-	closed     bool
-	ended      []*serverStream // streams ended since the reader last looked
-
-	// Owned by the reader goroutine.
-	recvWindow   int64 // bytes the client may still send on the connection
-	unacked      int64 // bytes taken and not yet given back with WINDOW_UPDATE
-	connWindow   int64
-	hb           *headerBlock
-	scratch      []byte
-	hdr          [headerLen]byte
-	lastDeadline time.Time
+	lastDeadline time.Time // reader only
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), hw: newHeaderWriter(),
-		peer: defaultPeerSettings(), sendWindow: defaultWindow, streams: map[uint32]*serverStream{},
-		hb: newHeaderBlock(s.opts.MaxHeaderBytes), connWindow: 4 * int64(s.opts.StreamWindow)}
-	c.cond = sync.NewCond(&c.mu)
+	c := &serverConn{s: s, streams: map[uint32]*serverStream{}}
+	c.init(nc, 4*int64(s.opts.StreamWindow), s.opts.MaxHeaderBytes, s.opts.WriteTimeout)
+	c.windows, c.window = streamWindows(&c.streams, func(st *serverStream) *int64 { return &st.sendWindow })
 	c.ctx, c.cancel = context.WithCancel(peer.NewContext(context.Background(), &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}))
 	return c
 }
@@ -111,13 +92,11 @@ func (c *serverConn) run() error {
 	if string(p[:]) != preface {
 		return errors.New("not an HTTP/2 client preface (is the client speaking HTTP/1 or TLS?)")
 	}
-	b := appendSettings(nil,
+	b := c.hello(nil,
 		setting{http2.SettingMaxConcurrentStreams, o.MaxStreams},
 		setting{http2.SettingInitialWindowSize, uint32(o.StreamWindow)},
 		setting{http2.SettingMaxFrameSize, maxFrame},
 		setting{http2.SettingMaxHeaderListSize, uint32(o.MaxHeaderBytes)})
-	b = appendWindowUpdate(b, 0, uint32(c.connWindow-defaultWindow))
-	c.recvWindow = c.connWindow
 	if err := c.write(b); err != nil {
 		return err
 	}
@@ -176,19 +155,19 @@ func (c *serverConn) frame(h frameHeader) error {
 	case http2.FrameSettings:
 		return c.onSettings(h)
 	case http2.FrameWindowUpdate:
-		return c.onWindowUpdate(h)
+		c.mu.Lock()
+		idle := h.stream > c.maxID
+		c.mu.Unlock()
+		if idle {
+			return protocolError("WINDOW_UPDATE on idle stream %d", h.stream)
+		}
+		bad, err := c.onWindowUpdate(h)
+		if st := c.stream(h.stream); bad && st != nil {
+			c.resetStream(st, http2.ErrCodeFlowControl)
+		}
+		return err
 	case http2.FramePing:
-		if h.length != 8 || h.stream != 0 {
-			return connError{http2.ErrCodeFrameSize, "malformed PING"}
-		}
-		var data [8]byte
-		if _, err := io.ReadFull(c.br, data[:]); err != nil {
-			return err
-		}
-		if h.has(http2.FlagPingAck) {
-			return nil
-		}
-		return c.write(append(appendFrameHeader(nil, 8, http2.FramePing, http2.FlagPingAck, 0), data[:]...))
+		return c.onPing(h)
 	case http2.FrameRSTStream:
 		if h.length != 4 || h.stream == 0 {
 			return protocolError("malformed RST_STREAM")
@@ -227,90 +206,14 @@ func (c *serverConn) stream(id uint32) *serverStream {
 	return c.streams[id]
 }
 
-func (c *serverConn) onSettings(h frameHeader) error {
-	if h.stream != 0 {
-		return protocolError("SETTINGS on stream %d", h.stream)
-	}
-	if h.has(http2.FlagSettingsAck) {
-		if h.length != 0 {
-			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
-		}
-		return nil
-	}
-	if h.length > 6*64 {
-		return connError{http2.ErrCodeEnhanceYourCalm, "SETTINGS of more than 64 parameters"}
-	}
-	payload := make([]byte, h.length)
-	if _, err := io.ReadFull(c.br, payload); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	delta, err := c.peer.apply(payload)
-	if err == nil {
-		for _, st := range c.streams {
-			st.sendWindow += delta
-		}
-		c.cond.Broadcast()
-	}
-	table := c.peer.tableSize
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	c.hw.enc.SetMaxDynamicTableSizeLimit(table)
-	c.wmu.Unlock()
-	return c.write(appendFrameHeader(nil, 0, http2.FrameSettings, http2.FlagSettingsAck, 0))
-}
-
-func (c *serverConn) onWindowUpdate(h frameHeader) error {
-	if h.length != 4 {
-		return connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
-	}
-	var b [4]byte
-	if _, err := io.ReadFull(c.br, b[:]); err != nil {
-		return err
-	}
-	n := int64(binary.BigEndian.Uint32(b[:]) & maxWindow)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h.stream == 0 {
-		if n == 0 {
-			return protocolError("WINDOW_UPDATE of 0")
-		}
-		if c.sendWindow += n; c.sendWindow > maxWindow {
-			return connError{http2.ErrCodeFlowControl, "connection window above 2^31-1"}
-		}
-	} else if st := c.streams[h.stream]; st != nil {
-		if st.sendWindow += n; n == 0 || st.sendWindow > maxWindow {
-			// A stream error: the stream ends, the connection goes on.
-			go c.resetStream(st, http2.ErrCodeFlowControl)
-		}
-	} else if h.stream > c.maxID {
-		return protocolError("WINDOW_UPDATE on idle stream %d", h.stream)
-	}
-	c.cond.Broadcast()
-	return nil
-}
-
 // onData reads a DATA frame's payload into its stream's messages.
 func (c *serverConn) onData(h frameHeader) error {
 	if h.stream == 0 {
 		return protocolError("DATA on stream 0")
 	}
-	n, pad := int(h.length), 0
-	if h.has(http2.FlagDataPadded) {
-		p, err := c.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		pad = int(p)
-		if n -= 1 + pad; n < 0 {
-			return protocolError("DATA padding longer than the frame")
-		}
-	}
-	if c.recvWindow -= int64(h.length); c.recvWindow < 0 {
-		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	n, pad, err := c.dataHeader(h)
+	if err != nil {
+		return err
 	}
 	st := c.stream(h.stream)
 	if st == nil || st.recvEnded {
@@ -346,15 +249,12 @@ func (c *serverConn) onData(h frameHeader) error {
 }
 
 // taken gives n bytes of connection window back to the client once a
-// quarter of the window has been taken.
+// quarter of the window has been read.
 func (c *serverConn) taken(n int64) error {
-	if c.unacked += n; c.unacked < c.connWindow/4 {
-		return nil
+	if b := c.conn.taken(nil, n); b != nil {
+		return c.write(b)
 	}
-	b := appendWindowUpdate(nil, 0, uint32(c.unacked))
-	c.recvWindow += c.unacked
-	c.unacked = 0
-	return c.write(b)
+	return nil
 }
 
 func (c *serverConn) onHeaders(h frameHeader) error {
@@ -465,18 +365,6 @@ func decodeBinaryHeader(v string) (string, error) {
 	}
 	b, err := base64.RawStdEncoding.DecodeString(v)
 	return string(b), err
-}
-
-// write writes b, and then bufs, to the connection in one system call
-// where it can.
-func (c *serverConn) write(b []byte, bufs ...[]byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.writeLocked(b, bufs...)
-}
-
-func (c *serverConn) writeLocked(b []byte, bufs ...[]byte) error {
-	return writeFrames(c.nc, c.s.opts.WriteTimeout, b, bufs...)
 }
 
 // resetStream ends st with RST_STREAM code.

@@ -27,8 +27,7 @@ type serverStream struct {
 	cancel context.CancelFunc
 
 	// Owned by the reader goroutine.
-	pre       [5]byte
-	npre      int
+	pre       prefix
 	cur       Sink // message being received; nil between messages
 	curLeft   int
 	recvEnded bool
@@ -98,19 +97,16 @@ func (st *serverStream) receive(r *bufio.Reader, n int) error {
 	opts := &st.c.s.opts
 	for n > 0 {
 		if st.cur == nil {
-			k := min(5-st.npre, n)
-			if _, err := io.ReadFull(r, st.pre[st.npre:st.npre+k]); err != nil {
+			k, whole, err := st.pre.read(r, n)
+			if err != nil {
 				return err
 			}
-			st.npre += k
-			n -= k
-			if st.npre < 5 {
+			if n -= k; !whole {
 				continue
 			}
-			st.npre = 0
-			size := binary.BigEndian.Uint32(st.pre[1:])
+			size := st.pre.size()
 			switch {
-			case st.pre[0] != 0:
+			case st.pre.compressed():
 				st.cur = failedSink{status.Error(codes.Unimplemented, "h2grpc: compressed messages are not supported (no grpc-encoding is)")}
 			case int64(size) > int64(opts.MaxMessageBytes):
 				// Fail now rather than read a message that will be
@@ -220,7 +216,7 @@ func (st *serverStream) windowUpdateLocked() []byte {
 // endRecv notes the client's END_STREAM.
 func (st *serverStream) endRecv() {
 	st.recvEnded = true
-	if st.cur != nil || st.npre != 0 {
+	if st.cur != nil || st.pre.n != 0 {
 		if st.cur != nil {
 			st.cur.Release()
 		}
@@ -405,10 +401,8 @@ func (c *serverConn) reserve(st *serverStream, want int) (int, uint32, error) {
 			return 0, 0, errStreamEnded
 		case st.ctx.Err() != nil:
 			return 0, 0, status.FromContextError(st.ctx.Err()).Err()
-		case c.sendWindow > 0 && st.sendWindow > 0:
-			n := int(min(int64(want), c.sendWindow, st.sendWindow))
-			c.sendWindow -= int64(n)
-			st.sendWindow -= int64(n)
+		}
+		if n, ok := c.reserveLocked(&st.sendWindow, want); ok {
 			return n, c.peer.maxFrame, nil
 		}
 		c.cond.Wait()

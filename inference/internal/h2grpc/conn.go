@@ -1,0 +1,233 @@
+package h2grpc
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// conn is what both ends of a connection share: the socket, the write side
+// and its header encoder, the peer's settings and the flow-control windows.
+// The server's and the client's connections embed it.
+type conn struct {
+	nc           net.Conn
+	br           *bufio.Reader
+	writeTimeout time.Duration
+
+	wmu  sync.Mutex // serialises writes and header encoding
+	hw   *headerWriter
+	wbuf []byte
+
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when a send window grows or a stream ends
+	peer       peerSettings
+	sendWindow int64 // connection-level window for what we send
+	// windows calls yield with each open stream's send window, and
+	// window returns stream id's (nil if it is not open); mu is held.
+	windows func(yield func(*int64))
+	window  func(id uint32) *int64
+
+	// Owned by the reader goroutine.
+	recvWindow int64 // bytes the peer may still send on the connection
+	unacked    int64 // bytes read and not yet given back with WINDOW_UPDATE
+	connWindow int64
+	hb         *headerBlock
+	scratch    []byte
+	hdr        [headerLen]byte
+}
+
+// streamWindows makes conn's windows and window over a connection's map of
+// open streams (the map may be replaced; streams is where it is kept) and
+// each stream's send window.
+func streamWindows[S any](streams *map[uint32]S, w func(S) *int64) (func(yield func(*int64)), func(uint32) *int64) {
+	each := func(yield func(*int64)) {
+		for _, st := range *streams {
+			yield(w(st))
+		}
+	}
+	one := func(id uint32) *int64 {
+		if st, ok := (*streams)[id]; ok {
+			return w(st)
+		}
+		return nil
+	}
+	return each, one
+}
+
+// init sets up c over nc, with a receive window of connWindow and decoded
+// header lists of at most headerLimit bytes.
+func (c *conn) init(nc net.Conn, connWindow int64, headerLimit int, writeTimeout time.Duration) {
+	c.nc, c.br, c.writeTimeout = nc, bufio.NewReaderSize(nc, 64<<10), writeTimeout
+	c.hw, c.peer, c.sendWindow = newHeaderWriter(), defaultPeerSettings(), defaultWindow
+	c.cond = sync.NewCond(&c.mu)
+	c.connWindow, c.recvWindow = connWindow, connWindow
+	c.hb = newHeaderBlock(headerLimit)
+}
+
+// hello is the SETTINGS frame that opens our side, then a WINDOW_UPDATE
+// that raises the connection's receive window to connWindow.
+func (c *conn) hello(b []byte, s ...setting) []byte {
+	b = appendSettings(b, s...)
+	return appendWindowUpdate(b, 0, uint32(c.connWindow-defaultWindow))
+}
+
+// write writes b, and then bufs, under the write lock (writeFrames).
+func (c *conn) write(b []byte, bufs ...[]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(b, bufs...)
+}
+
+func (c *conn) writeLocked(b []byte, bufs ...[]byte) error {
+	return writeFrames(c.nc, c.writeTimeout, b, bufs...)
+}
+
+func (c *conn) onSettings(h frameHeader) error {
+	if h.stream != 0 {
+		return protocolError("SETTINGS on stream %d", h.stream)
+	}
+	if h.has(http2.FlagSettingsAck) {
+		if h.length != 0 {
+			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
+		}
+		return nil
+	}
+	if h.length > 6*64 {
+		return connError{http2.ErrCodeEnhanceYourCalm, "SETTINGS of more than 64 parameters"}
+	}
+	payload := make([]byte, h.length)
+	if _, err := io.ReadFull(c.br, payload); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delta, err := c.peer.apply(payload)
+	if err == nil {
+		c.windows(func(w *int64) { *w += delta })
+		c.cond.Broadcast()
+	}
+	table := c.peer.tableSize
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.hw.enc.SetMaxDynamicTableSizeLimit(table)
+	c.wmu.Unlock()
+	return c.write(appendFrameHeader(nil, 0, http2.FrameSettings, http2.FlagSettingsAck, 0))
+}
+
+// onWindowUpdate grows the window a WINDOW_UPDATE names. An update of a
+// stream by 0 or past 2^31-1 is that stream's error: bad says so.
+func (c *conn) onWindowUpdate(h frameHeader) (bad bool, err error) {
+	if h.length != 4 {
+		return false, connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(c.br, b[:]); err != nil {
+		return false, err
+	}
+	n := int64(binary.BigEndian.Uint32(b[:]) & maxWindow)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.cond.Broadcast()
+	if h.stream == 0 {
+		if c.sendWindow += n; n == 0 || c.sendWindow > maxWindow {
+			return false, connError{http2.ErrCodeFlowControl, "connection WINDOW_UPDATE of 0 or past 2^31-1"}
+		}
+		return false, nil
+	}
+	if w := c.window(h.stream); w != nil {
+		*w += n
+		return n == 0 || *w > maxWindow, nil
+	}
+	return false, nil
+}
+
+// onPing answers a PING.
+func (c *conn) onPing(h frameHeader) error {
+	if h.length != 8 || h.stream != 0 {
+		return connError{http2.ErrCodeFrameSize, "malformed PING"}
+	}
+	var data [8]byte
+	if _, err := io.ReadFull(c.br, data[:]); err != nil {
+		return err
+	}
+	if h.has(http2.FlagPingAck) {
+		return nil
+	}
+	return c.write(append(appendFrameHeader(nil, 8, http2.FramePing, http2.FlagPingAck, 0), data[:]...))
+}
+
+// dataHeader reads a DATA frame's pad length, if any, and counts the frame
+// against the connection's receive window; it returns the data's length and
+// the padding's.
+func (c *conn) dataHeader(h frameHeader) (n, pad int, err error) {
+	n = int(h.length)
+	if h.has(http2.FlagDataPadded) {
+		p, err := c.br.ReadByte()
+		if err != nil {
+			return 0, 0, err
+		}
+		pad = int(p)
+		if n -= 1 + pad; n < 0 {
+			return 0, 0, protocolError("DATA padding longer than the frame")
+		}
+	}
+	if c.recvWindow -= int64(h.length); c.recvWindow < 0 {
+		return 0, 0, connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	return n, pad, nil
+}
+
+// taken appends to b a WINDOW_UPDATE that gives the peer back n bytes of
+// connection window, once a quarter of the window is due.
+func (c *conn) taken(b []byte, n int64) []byte {
+	if c.unacked += n; c.unacked < c.connWindow/4 {
+		return b
+	}
+	b = appendWindowUpdate(b, 0, uint32(c.unacked))
+	c.recvWindow += c.unacked
+	c.unacked = 0
+	return b
+}
+
+// reserveLocked takes up to want bytes of send window from the connection
+// and from a stream's window w, if both have some; mu is held.
+func (c *conn) reserveLocked(w *int64, want int) (int, bool) {
+	if c.sendWindow <= 0 || *w <= 0 {
+		return 0, false
+	}
+	n := int(min(int64(want), c.sendWindow, *w))
+	c.sendWindow -= int64(n)
+	*w -= int64(n)
+	return n, true
+}
+
+// prefix gathers a gRPC message's 5-byte prefix: its compressed flag and
+// its length.
+type prefix struct {
+	b [5]byte
+	n int
+}
+
+// read reads up to n bytes of the prefix from r; it returns how many it
+// read and whether the prefix is whole (it then starts over).
+func (p *prefix) read(r io.Reader, n int) (int, bool, error) {
+	k := min(5-p.n, n)
+	if _, err := io.ReadFull(r, p.b[p.n:p.n+k]); err != nil {
+		return k, false, err
+	}
+	if p.n += k; p.n < 5 {
+		return k, false, nil
+	}
+	p.n = 0
+	return k, true, nil
+}
+
+func (p *prefix) compressed() bool { return p.b[0] != 0 }
+func (p *prefix) size() uint32     { return binary.BigEndian.Uint32(p.b[1:]) }
