@@ -294,7 +294,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	assert.Equal(t, []string{"serve", "-log", "json", "-http-addr", "", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
 		"-model-name", "rn", "-backend", "cuda", "-max-batch", "32", "-batches", "32", "-max-queue-delay", "0s", "-workers", "2", "-pipeline", "overlap",
 		"-precision", "fp16", "-graphs=true", "-devices", "0,1", "-size", "64x48", "-seed", "7", "-pinned-input=true",
-		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
+		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-grpc-server", "h2grpc", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
 	c.flags.checkpoint = ckpt
 	args := c.serveArgs(p, httpT)
 	assert.Equal(t, []string{"-checkpoint", ckpt}, args[len(args)-2:])
@@ -304,7 +304,10 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	p.batching = "off"
 	c.flags.idlePoll = 500 * time.Microsecond
 	args = c.serveArgs(p, grpcT)
-	assert.Equal(t, []string{"-idle-poll", "500µs"}, args[len(args)-4:len(args)-2])
+	assert.Equal(t, []string{"-idle-poll", "500µs"}, args[len(args)-6:len(args)-4])
+	c.flags.grpcServer = "grpc-go"
+	args = c.serveArgs(p, grpcT)
+	assert.Equal(t, []string{"-grpc-server", "grpc-go"}, args[len(args)-4:len(args)-2])
 	cfg, err := c.pointConfig(p)
 	require.NoError(t, err)
 	assert.Equal(t, 500*time.Microsecond, cfg.IdlePoll, "in process too")
