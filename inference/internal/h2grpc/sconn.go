@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -55,10 +57,18 @@ func (c *serverConn) serve() {
 		c.mu.Unlock()
 		c.write(appendGoAway(nil, last, ce.code, ce.msg))
 	}
-	if err != nil && c.s.opts.Log != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if c.s.opts.Log != nil && unexpected(err) {
 		c.s.opts.Log.Warn("grpc connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
 	}
 	c.close()
+}
+
+// unexpected reports whether a connection's end is worth a log line: not a
+// client that left (EOF, reset), a connection closed here, or one idle past
+// its deadline.
+func unexpected(err error) bool {
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) &&
+		!errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, syscall.ECONNRESET)
 }
 
 // close ends every stream and the connection.
