@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
@@ -61,9 +60,11 @@ func benchInts(b *testing.B, s string) []int {
 }
 
 // BenchmarkTransport measures what each way into the server costs, in one run
-// and one process: transport=inproc calls Server.Submit directly; grpc and
-// http go through the front door over loopback TCP, the Go client sending
-// raw contents (gRPC) or binary tensor data (HTTP). Each of `clients`
+// and one process: transport=inproc calls Server.Submit directly; grpc,
+// grpc-go and http go through the front door over loopback TCP, the Go
+// client sending raw contents (gRPC: grpc over h2grpc on both sides, the
+// default, grpc-go over grpc-go's client and server) or binary tensor data
+// (HTTP). Each of `clients`
 // goroutines keeps one request outstanding (closed loop). Latency is from
 // the client's send to its decoded answer, on the client's clock; req/s and
 // samples/s are over the whole run's wall time. Client and server share the
@@ -72,7 +73,7 @@ func BenchmarkTransport(b *testing.B) {
 	h, w, batches, f := benchSetup(b)
 	for _, batch := range batches {
 		for _, clients := range benchInts(b, *benchClients) {
-			for _, transport := range []string{"inproc", "grpc", "http"} {
+			for _, transport := range []string{"inproc", "grpc", "grpc-go", "http"} {
 				name := fmt.Sprintf("backend=%s/batch=%d/clients=%d/transport=%s", *benchBackend, batch, clients, transport)
 				b.Run(name, func(b *testing.B) { f.run(b, transport, batch, clients, h, w) })
 			}
@@ -81,11 +82,12 @@ func BenchmarkTransport(b *testing.B) {
 }
 
 type benchFixture struct {
-	srv        *inference.Server
-	httpURL    string
-	grpcAddr   string
-	httpClient *client.HTTPClient
-	grpcClient *client.GRPCClient
+	srv          *inference.Server
+	httpURL      string
+	grpcAddr     string // the h2grpc server's
+	httpClient   *client.HTTPClient
+	grpcClient   *client.GRPCClient // h2grpc's client, to the h2grpc server
+	grpcGoClient *client.GRPCClient // grpc-go's, to the grpc-go server
 }
 
 // benchSetup reads the benchmarks' flags (-gc-percent, -size, -batches)
@@ -146,27 +148,42 @@ func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture 
 	if err != nil {
 		b.Fatal(err)
 	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	hs := &http.Server{Handler: svc.HTTPHandler()}
-	gs := grpc.NewServer(svc.GRPCServerOptions(protocol.GRPCLimits{})...)
-	svc.RegisterGRPC(gs)
 	go hs.Serve(hl)
-	go gs.Serve(gl)
-	f := &benchFixture{srv: srv, httpURL: "http://" + hl.Addr().String(), grpcAddr: gl.Addr().String()}
+	f := &benchFixture{srv: srv, httpURL: "http://" + hl.Addr().String()}
 	if f.httpClient, err = client.NewHTTP(f.httpURL, client.HTTPOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	if f.grpcClient, err = client.NewGRPC(f.grpcAddr, client.GRPCOptions{}); err != nil {
-		b.Fatal(err)
+	var grpcs []protocol.GRPCServer
+	for _, impl := range []string{protocol.GRPCServerH2, protocol.GRPCServerGo} {
+		gs, err := svc.NewGRPCServer(impl, protocol.GRPCLimits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go gs.Serve(gl)
+		grpcs = append(grpcs, gs)
+		if impl == protocol.GRPCServerH2 {
+			f.grpcAddr = gl.Addr().String()
+			f.grpcClient, err = client.NewGRPC(f.grpcAddr, client.GRPCOptions{})
+		} else {
+			f.grpcGoClient, err = client.NewGRPC(gl.Addr().String(), client.GRPCOptions{Transport: client.TransportGRPCGo})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Cleanup(func() {
 		f.httpClient.Close()
 		f.grpcClient.Close()
+		f.grpcGoClient.Close()
 		hs.Close()
-		gs.Stop()
+		for _, gs := range grpcs {
+			gs.Stop()
+		}
 		svc.Close()
 		srv.Close()
 	})
@@ -194,6 +211,9 @@ func (f *benchFixture) run(b *testing.B, transport string, batch, clients, h, w 
 			return call.Err()
 		case "grpc":
 			_, err := f.grpcClient.Infer(context.Background(), req)
+			return err
+		case "grpc-go":
+			_, err := f.grpcGoClient.Infer(context.Background(), req)
 			return err
 		}
 		_, err := f.httpClient.Infer(context.Background(), req)
