@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/client"
