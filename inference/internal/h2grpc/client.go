@@ -94,9 +94,27 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 		nc.Close()
 		return nil, status.Errorf(codes.Unavailable, "h2grpc: %v", err)
 	}
+	// The server's SETTINGS come first: until then its limits (concurrent
+	// calls, frame sizes) are unknown, and calls it would refuse could go.
+	timer := time.NewTimer(handshakeTimeout)
+	defer timer.Stop()
+	select {
+	case <-cc.settled:
+	case <-cc.dead:
+		return nil, status.Errorf(codes.Unavailable, "h2grpc: %s: %v", c.addr, cc.deadErr())
+	case <-timer.C:
+		cc.shut(errors.New("no SETTINGS from the server"))
+		return nil, status.Errorf(codes.Unavailable, "h2grpc: %s sent no SETTINGS within %v", c.addr, handshakeTimeout)
+	case <-ctx.Done():
+		cc.shut(ctx.Err())
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	c.cc = cc
 	return cc, nil
 }
+
+// handshakeTimeout bounds the wait for a new connection's SETTINGS.
+const handshakeTimeout = 10 * time.Second
 
 // Invoke calls method ("/package.Service/Method") with the request message
 // made of parts (its encoding, in order; they are not copied, and must not
@@ -117,7 +135,10 @@ type clientConn struct {
 	opts      ClientOptions
 
 	// Guarded by mu.
+	settled   chan struct{} // closed when the server's first SETTINGS are applied
+	dead      chan struct{} // closed when the connection ends (err set)
 	streams   map[uint32]*clientStream
+	opening   int // calls between waiting for a stream and opening it
 	nextID    uint32
 	goingAway bool
 	err       error // why the connection ended; nil while it runs
@@ -139,7 +160,8 @@ type clientStream struct {
 }
 
 func newClientConn(nc net.Conn, authority string, opts ClientOptions) (*clientConn, error) {
-	cc := &clientConn{authority: authority, opts: opts, streams: map[uint32]*clientStream{}, nextID: 1}
+	cc := &clientConn{authority: authority, opts: opts, streams: map[uint32]*clientStream{}, nextID: 1,
+		settled: make(chan struct{}), dead: make(chan struct{})}
 	cc.init(nc, 4*int64(opts.StreamWindow), 64<<10, opts.WriteTimeout)
 	cc.windows, cc.window = streamWindows(&cc.streams, func(st *clientStream) *int64 { return &st.sendWindow })
 	b := cc.hello([]byte(preface),
@@ -154,6 +176,13 @@ func newClientConn(nc net.Conn, authority string, opts ClientOptions) (*clientCo
 	return cc, nil
 }
 
+// deadErr is why the connection ended.
+func (cc *clientConn) deadErr() error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err
+}
+
 func (cc *clientConn) usable() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -166,6 +195,7 @@ func (cc *clientConn) shut(err error) {
 	cc.mu.Lock()
 	if cc.err == nil {
 		cc.err = err
+		close(cc.dead)
 	}
 	streams := cc.streams
 	cc.streams = map[uint32]*clientStream{}
@@ -192,11 +222,29 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 	if d, ok := ctx.Deadline(); ok {
 		fields = append(fields, "grpc-timeout", formatTimeout(time.Until(d)))
 	}
+	stop := context.AfterFunc(ctx, func() {
+		cc.mu.Lock()
+		cc.cond.Broadcast()
+		cc.mu.Unlock()
+	})
+	defer stop()
+	// Wait for a stream the server allows (SETTINGS_MAX_CONCURRENT_STREAMS).
+	cc.mu.Lock()
+	for cc.err == nil && !cc.goingAway && ctx.Err() == nil && len(cc.streams)+cc.opening >= int(cc.peer.maxStreams) {
+		cc.cond.Wait()
+	}
+	if ctx.Err() != nil {
+		cc.mu.Unlock()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	cc.opening++
+	cc.mu.Unlock()
 	// The stream's number is taken under the write lock: a client must
 	// open streams in the order of their numbers.
 	st := &clientStream{done: make(chan struct{})}
 	cc.wmu.Lock()
 	cc.mu.Lock()
+	cc.opening--
 	if cc.err != nil || cc.goingAway {
 		cc.mu.Unlock()
 		cc.wmu.Unlock()
@@ -216,12 +264,6 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 	cc.wbuf = b
 	cc.wmu.Unlock()
 	left -= n
-	stop := context.AfterFunc(ctx, func() {
-		cc.mu.Lock()
-		cc.cond.Broadcast()
-		cc.mu.Unlock()
-	})
-	defer stop()
 	for err == nil && left > 0 {
 		n, maxFrame, err = cc.reserve(ctx, st, left)
 		if err == errAnswered {
@@ -253,6 +295,11 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 		return nil, s.Err()
 	}
 	if st.status.Code() != codes.OK {
+		if ctx.Err() != nil && st.status.Code() == codes.Canceled {
+			// The server reset the call as its deadline passed (grpc-go
+			// does): the deadline is the cause.
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, st.status.Err()
 	}
 	if st.messages != 1 {
@@ -307,10 +354,14 @@ func (cc *clientConn) readLoop() {
 }
 
 func (cc *clientConn) read() error {
+	settled := false
 	for {
 		h, err := readFrameHeader(cc.br, &cc.hdr)
 		if err != nil {
 			return err
+		}
+		if !settled && h.typ != http2.FrameSettings {
+			return protocolError("the server's first frame is %v, not SETTINGS", h.typ)
 		}
 		if h.length > maxFrame {
 			return connError{http2.ErrCodeFrameSize, "frame too large"}
@@ -321,7 +372,10 @@ func (cc *clientConn) read() error {
 		case http2.FrameHeaders:
 			err = cc.onHeaders(h)
 		case http2.FrameSettings:
-			err = cc.onSettings(h)
+			if err = cc.onSettings(h); err == nil && !h.has(http2.FlagSettingsAck) && !settled {
+				settled = true
+				close(cc.settled)
+			}
 		case http2.FrameWindowUpdate:
 			var bad bool
 			bad, err = cc.onWindowUpdate(h)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +300,52 @@ func h2cClient() *http.Client {
 			return new(net.Dialer).DialContext(ctx, network, addr)
 		},
 	}}
+}
+
+// The client opens no more calls at once than the server's
+// SETTINGS_MAX_CONCURRENT_STREAMS allows: the others wait for a stream.
+func TestClientKeepsToTheServersStreamLimit(t *testing.T) {
+	impl := &gateEcho{open: make(chan struct{})}
+	_, addr := serve(t, ServerOptions{MaxStreams: 2}, impl)
+	c := NewClient(addr, ClientOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			_, err := invoke(ctx, c, &v2pb.ModelInferRequest{ModelName: "m"})
+			errs <- err
+		})
+	}
+	require.Eventually(t, func() bool { return impl.in.Load() == 2 }, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(2), impl.in.Load(), "calls running at once")
+	close(impl.open)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err, "no call refused")
+	}
+	assert.Equal(t, int32(6), impl.done.Load())
+}
+
+// gateEcho's ModelInfer waits for open, counting the calls inside.
+type gateEcho struct {
+	v2pb.UnimplementedGRPCInferenceServiceServer
+	open     chan struct{}
+	in, done atomic.Int32
+}
+
+func (g *gateEcho) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	g.in.Add(1)
+	defer g.in.Add(-1)
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	g.done.Add(1)
+	return &v2pb.ModelInferResponse{}, nil
 }

@@ -291,7 +291,15 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 	}
 	c.mu.Lock()
 	c.maxID = h.stream
-	refuse := c.goingAway || len(c.streams) >= int(c.s.opts.MaxStreams)
+	open := 0
+	for _, st := range c.streams {
+		if !st.closing {
+			open++
+		}
+	}
+	// A call whose answer is being written counts no more: its client may
+	// open the next as soon as it reads the answer.
+	refuse := c.goingAway || open >= int(c.s.opts.MaxStreams)
 	c.mu.Unlock()
 	if refuse {
 		return c.write(appendRST(nil, h.stream, http2.ErrCodeRefusedStream))

@@ -41,6 +41,7 @@ type serverStream struct {
 	unacked    int64
 
 	sendWindow int64 // guarded by c.mu
+	closing    bool  // guarded by c.mu: its last frame is being written
 
 	smu         sync.Mutex // send side
 	headersSent bool
@@ -446,6 +447,9 @@ func (st *serverStream) finish(s *status.Status) {
 // the answer is complete, the client need send nothing more.
 func (st *serverStream) endLocked(b []byte) []byte {
 	st.endSent = true
+	st.c.mu.Lock()
+	st.closing = true // no longer counted against MaxStreams
+	st.c.mu.Unlock()
 	st.rmu.Lock()
 	ended := st.eof
 	st.rmu.Unlock()
