@@ -151,10 +151,8 @@ type clientStream struct {
 
 	// Owned by the reader goroutine until done is closed.
 	gotHeaders bool
-	pre        prefix
-	msg        []byte
-	msgLeft    int
-	messages   int
+	in         inbound
+	msg        *bytesSink // the answer, once received whole
 	unacked    int64
 	status     *status.Status
 }
@@ -212,9 +210,7 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 	for _, p := range parts {
 		size += len(p)
 	}
-	var pre [5]byte
-	binary.BigEndian.PutUint32(pre[1:], uint32(size))
-	parts = append([][]byte{pre[:]}, parts...)
+	parts = append([][]byte{messagePrefix(size)}, parts...)
 	left := size + 5
 
 	fields := []string{":method", "POST", ":scheme", "http", ":path", method, ":authority", cc.authority,
@@ -258,10 +254,7 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 	maxFrame := cc.peer.maxFrame
 	cc.mu.Unlock()
 	b := cc.hw.appendBlock(cc.wbuf[:0], st.id, false, maxFrame, fields...)
-	var bufs [][]byte
-	b, bufs, parts = appendData(b, nil, parts, n, int(maxFrame), st.id, n == left)
-	err := cc.writeLocked(b, bufs...)
-	cc.wbuf = b
+	parts, err := cc.writeDataLocked(b, parts, n, maxFrame, st.id, n == left, nil)
 	cc.wmu.Unlock()
 	left -= n
 	for err == nil && left > 0 {
@@ -274,10 +267,7 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 			return nil, err
 		}
 		cc.wmu.Lock()
-		var bufs [][]byte
-		b, bufs, parts = appendData(cc.wbuf[:0], nil, parts, n, int(maxFrame), st.id, n == left)
-		err = cc.writeLocked(b, bufs...)
-		cc.wbuf = b
+		parts, err = cc.writeDataLocked(cc.wbuf[:0], parts, n, maxFrame, st.id, n == left, nil)
 		cc.wmu.Unlock()
 		left -= n
 	}
@@ -302,10 +292,10 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 		}
 		return nil, st.status.Err()
 	}
-	if st.messages != 1 {
-		return nil, status.Errorf(codes.Internal, "h2grpc: %d response messages to a unary call", st.messages)
+	if st.msg == nil {
+		return nil, status.Error(codes.Internal, "h2grpc: no response message to a unary call")
 	}
-	return st.msg, nil
+	return st.msg.buf, nil
 }
 
 // abort ends a call that is still open with s and tells the server
@@ -321,24 +311,19 @@ func (cc *clientConn) abort(st *clientStream, s *status.Status) bool {
 // reserve waits for send window on st and the connection and takes up to
 // want bytes of both.
 func (cc *clientConn) reserve(ctx context.Context, st *clientStream, want int) (int, uint32, error) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	for {
+	return cc.conn.reserve(&st.sendWindow, want, func() error {
 		switch {
 		case cc.err != nil:
-			return 0, 0, status.Errorf(codes.Unavailable, "h2grpc: connection ended: %v", cc.err)
+			return status.Errorf(codes.Unavailable, "h2grpc: connection ended: %v", cc.err)
 		case cc.streams[st.id] != st:
-			// The server answered (or reset the call) before taking all of
-			// the request: wait for its answer.
-			return want, cc.peer.maxFrame, errAnswered
+			// The server answered (or reset the call) before taking all
+			// of the request: wait for its answer.
+			return errAnswered
 		case ctx.Err() != nil:
-			return 0, 0, status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
-		if n, ok := cc.reserveLocked(&st.sendWindow, want); ok {
-			return n, cc.peer.maxFrame, nil
-		}
-		cc.cond.Wait()
-	}
+		return nil
+	})
 }
 
 var errAnswered = errors.New("h2grpc: answered before the request was sent")
@@ -523,7 +508,7 @@ func (cc *clientConn) onHeaders(h frameHeader) error {
 	switch {
 	case err != nil:
 		cc.end(st, status.Newf(codes.Internal, "h2grpc: malformed grpc-status %q", grpcStatus))
-	case st.pre.n != 0 || st.msgLeft != 0:
+	case st.in.partial():
 		cc.end(st, status.New(codes.Internal, "h2grpc: the server ended the call inside a message"))
 	default:
 		cc.end(st, status.New(codes.Code(code), grpcMessage))
@@ -579,46 +564,27 @@ func (cc *clientConn) onData(h frameHeader) error {
 
 // receive reads n bytes of a response into st's message.
 func (cc *clientConn) receive(st *clientStream, n int) error {
-	for n > 0 {
-		if st.msgLeft == 0 {
-			k, whole, err := st.pre.read(cc.br, n)
-			if err != nil {
-				return err
-			}
-			if n -= k; !whole {
-				continue
-			}
-			size := st.pre.size()
-			var bad *status.Status
-			switch {
-			case st.pre.compressed():
-				bad = status.New(codes.Internal, "h2grpc: compressed response, but no compression was offered")
-			case int64(size) > int64(cc.opts.MaxMessageBytes):
-				bad = status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, cc.opts.MaxMessageBytes)
-			case st.messages > 0:
-				bad = status.New(codes.Internal, "h2grpc: more than one response message to a unary call")
-			}
-			if bad != nil {
-				if _, err := cc.br.Discard(n); err != nil {
-					return err
-				}
-				cc.abort(st, bad)
-				return nil
-			}
-			st.messages++
-			st.msg = make([]byte, size)
-			st.msgLeft = int(size)
-			continue
+	open := func(compressed bool, size int) Sink {
+		var bad *status.Status
+		switch {
+		case compressed:
+			bad = status.New(codes.Internal, "h2grpc: compressed response, but no compression was offered")
+		case size > cc.opts.MaxMessageBytes:
+			bad = status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, cc.opts.MaxMessageBytes)
+		case st.msg != nil:
+			bad = status.New(codes.Internal, "h2grpc: more than one response message to a unary call")
 		}
-		k := min(n, st.msgLeft)
-		off := len(st.msg) - st.msgLeft
-		if _, err := io.ReadFull(cc.br, st.msg[off:off+k]); err != nil {
-			return err
+		if bad != nil {
+			cc.abort(st, bad)
+			return failedSink{bad.Err()}
 		}
-		st.msgLeft -= k
-		n -= k
+		return &bytesSink{size: size}
 	}
-	return nil
+	return st.in.receive(cc.br, n, open, func(s Sink) {
+		if b, ok := s.(*bytesSink); ok {
+			st.msg = b
+		}
+	})
 }
 
 // taken gives back window for n bytes read, on the connection and, if st

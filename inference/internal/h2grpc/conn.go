@@ -196,6 +196,24 @@ func (c *conn) taken(b []byte, n int64) []byte {
 	return b
 }
 
+// reserve waits until the connection and a stream's window w both have
+// send window and takes up to want bytes of both; stop, called with mu held
+// before each wait, ends the wait with its error. It also returns the
+// peer's largest frame.
+func (c *conn) reserve(w *int64, want int, stop func() error) (int, uint32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if err := stop(); err != nil {
+			return 0, 0, err
+		}
+		if n, ok := c.reserveLocked(w, want); ok {
+			return n, c.peer.maxFrame, nil
+		}
+		c.cond.Wait()
+	}
+}
+
 // reserveLocked takes up to want bytes of send window from the connection
 // and from a stream's window w, if both have some; mu is held.
 func (c *conn) reserveLocked(w *int64, want int) (int, bool) {
@@ -208,26 +226,98 @@ func (c *conn) reserveLocked(w *int64, want int) (int, bool) {
 	return n, true
 }
 
-// prefix gathers a gRPC message's 5-byte prefix: its compressed flag and
-// its length.
-type prefix struct {
-	b [5]byte
-	n int
+// maxFrame is the largest frame the peer takes.
+func (c *conn) maxFrame() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peer.maxFrame
 }
 
-// read reads up to n bytes of the prefix from r; it returns how many it
-// read and whether the prefix is whole (it then starts over).
-func (p *prefix) read(r io.Reader, n int) (int, bool, error) {
-	k := min(5-p.n, n)
-	if _, err := io.ReadFull(r, p.b[p.n:p.n+k]); err != nil {
-		return k, false, err
+// writeDataLocked writes b (frames already built, or nothing), then the
+// first n bytes of parts in DATA frames of stream id (the last with
+// END_STREAM if end), then tail; wmu is held. It returns the parts left.
+func (c *conn) writeDataLocked(b []byte, parts [][]byte, n int, maxFrame, id uint32, end bool, tail []byte) ([][]byte, error) {
+	var bufs [][]byte
+	b, bufs, parts = appendData(b, nil, parts, n, int(maxFrame), id, end)
+	if tail != nil {
+		bufs = append(bufs, tail)
 	}
-	if p.n += k; p.n < 5 {
-		return k, false, nil
-	}
-	p.n = 0
-	return k, true, nil
+	err := c.writeLocked(b, bufs...)
+	c.wbuf = b
+	return parts, err
 }
 
-func (p *prefix) compressed() bool { return p.b[0] != 0 }
-func (p *prefix) size() uint32     { return binary.BigEndian.Uint32(p.b[1:]) }
+// messagePrefix is the 5-byte prefix of an uncompressed message of size
+// bytes.
+func messagePrefix(size int) []byte {
+	return binary.BigEndian.AppendUint32([]byte{0}, uint32(size))
+}
+
+// inbound gathers a stream's messages from its DATA frames: each
+// message's 5-byte prefix (compressed flag, length), then its bytes, read
+// from the socket into the memory of the Sink that open picks for it.
+type inbound struct {
+	pre  [5]byte
+	npre int
+	cur  Sink // the message being received; nil between messages
+	left int  // its bytes still to come
+}
+
+// receive reads n bytes of DATA from r. At each message's prefix, open
+// picks its sink (a failedSink drops its bytes); done gets each message
+// once all its bytes are in.
+func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, size int) Sink, done func(Sink)) error {
+	for n > 0 {
+		if in.cur == nil {
+			k := min(5-in.npre, n)
+			if _, err := io.ReadFull(r, in.pre[in.npre:in.npre+k]); err != nil {
+				return err
+			}
+			n -= k
+			if in.npre += k; in.npre < 5 {
+				continue
+			}
+			in.npre = 0
+			in.left = int(binary.BigEndian.Uint32(in.pre[1:]))
+			in.cur = open(in.pre[0] != 0, in.left)
+		} else {
+			k := min(n, in.left)
+			n -= k
+			in.left -= k
+			for k > 0 {
+				buf := in.cur.Buffer(k) // none from a failedSink: dropped
+				if len(buf) == 0 {
+					if _, err := r.Discard(k); err != nil {
+						return err
+					}
+					break
+				}
+				if _, err := io.ReadFull(r, buf); err != nil {
+					return err
+				}
+				k -= len(buf)
+				if err := in.cur.Filled(len(buf)); err != nil {
+					in.cur.Release()
+					in.cur = failedSink{statusOf(err)}
+				}
+			}
+		}
+		if in.left == 0 {
+			s := in.cur
+			in.cur = nil
+			done(s)
+		}
+	}
+	return nil
+}
+
+// partial reports whether a message has begun and not ended.
+func (in *inbound) partial() bool { return in.cur != nil || in.npre != 0 }
+
+// release releases the message being received, if any.
+func (in *inbound) release() {
+	if in.cur != nil {
+		in.cur.Release()
+		in.cur = nil
+	}
+}

@@ -85,10 +85,10 @@ func (c *serverConn) close() {
 	c.mu.Unlock()
 	for _, st := range streams {
 		st.resetRecv()
-		st.releaseCur()
+		st.in.release()
 	}
 	for _, st := range ended {
-		st.releaseCur()
+		st.in.release()
 	}
 }
 
@@ -137,7 +137,7 @@ func (c *serverConn) reap() {
 	c.ended = nil
 	c.mu.Unlock()
 	for _, st := range ended {
-		st.releaseCur()
+		st.in.release()
 	}
 }
 
@@ -226,7 +226,7 @@ func (c *serverConn) onData(h frameHeader) error {
 		return err
 	}
 	st := c.stream(h.stream)
-	if st == nil || st.recvEnded {
+	if st == nil || st.ended() {
 		if st == nil && h.stream > c.maxID {
 			return protocolError("DATA on idle stream %d", h.stream)
 		}
@@ -305,7 +305,7 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 		return c.write(appendRST(nil, h.stream, http2.ErrCodeRefusedStream))
 	}
 	var path, method, contentType, timeout, encoding string
-	md := metadata.MD{}
+	var md metadata.MD // made for the first field the handler may read
 	for _, f := range fields {
 		switch f.Name {
 		case ":path":
@@ -323,13 +323,18 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 			if strings.HasPrefix(f.Name, ":") {
 				continue
 			}
+			v := f.Value
 			if strings.HasSuffix(f.Name, "-bin") {
-				if v, err := decodeBinaryHeader(f.Value); err == nil {
-					md.Append(f.Name, v)
+				b, err := decodeBinaryHeader(v)
+				if err != nil {
+					continue
 				}
-				continue
+				v = b
 			}
-			md.Append(f.Name, f.Value)
+			if md == nil {
+				md = metadata.MD{}
+			}
+			md.Append(f.Name, v)
 		}
 	}
 	st := c.newStream(h.stream, path, endStream)
@@ -351,7 +356,10 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 		}
 		return st.refuse(status.Newf(codes.Unimplemented, "unknown service %s", svc))
 	}
-	ctx := metadata.NewIncomingContext(c.ctx, md)
+	ctx := c.ctx
+	if md != nil {
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
 	var cancel context.CancelFunc
 	if timeout != "" {
 		d, err := parseTimeout(timeout)

@@ -3,7 +3,6 @@ package h2grpc
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"io"
 	"strconv"
 	"sync"
@@ -26,11 +25,7 @@ type serverStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// Owned by the reader goroutine.
-	pre       prefix
-	cur       Sink // message being received; nil between messages
-	curLeft   int
-	recvEnded bool
+	in inbound // owned by the reader goroutine
 
 	rmu        sync.Mutex
 	ready      []Sink // received messages the handler has not taken
@@ -53,9 +48,8 @@ func (c *serverConn) newStream(id uint32, method string, endStream bool) *server
 	c.mu.Lock()
 	window := int64(c.peer.window)
 	c.mu.Unlock()
-	st := &serverStream{c: c, id: id, method: method, notify: make(chan struct{}, 1),
-		recvWindow: int64(c.s.opts.StreamWindow), sendWindow: window, recvEnded: endStream, eof: endStream}
-	return st
+	return &serverStream{c: c, id: id, method: method, notify: make(chan struct{}, 1),
+		recvWindow: int64(c.s.opts.StreamWindow), sendWindow: window, eof: endStream}
 }
 
 // run calls the method's handler and sends its answer and status.
@@ -95,70 +89,29 @@ func (st *serverStream) admit(n int64) bool {
 
 // receive reads n bytes of a DATA frame from r into the stream's messages.
 func (st *serverStream) receive(r *bufio.Reader, n int) error {
+	return st.in.receive(r, n, st.open, st.complete)
+}
+
+// open picks the sink of a message of size bytes.
+func (st *serverStream) open(compressed bool, size int) Sink {
 	opts := &st.c.s.opts
-	for n > 0 {
-		if st.cur == nil {
-			k, whole, err := st.pre.read(r, n)
-			if err != nil {
-				return err
-			}
-			if n -= k; !whole {
-				continue
-			}
-			size := st.pre.size()
-			switch {
-			case st.pre.compressed():
-				st.cur = failedSink{status.Error(codes.Unimplemented, "h2grpc: compressed messages are not supported (no grpc-encoding is)")}
-			case int64(size) > int64(opts.MaxMessageBytes):
-				// Fail now rather than read a message that will be
-				// refused: the client stops sending.
-				// (In a goroutine: the handler may hold the send side
-				// while it waits for a window only this reader can grow.)
-				s := status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, opts.MaxMessageBytes)
-				go st.finish(s)
-				st.cur = failedSink{s.Err()}
-			default:
-				if opts.Sink != nil {
-					st.cur = opts.Sink(st.method, int(size))
-				}
-				if st.cur == nil {
-					st.cur = &bytesSink{size: int(size)}
-				}
-			}
-			st.curLeft = int(size)
-			if size == 0 {
-				st.complete()
-			}
-			continue
-		}
-		k := min(n, st.curLeft)
-		n -= k
-		st.curLeft -= k
-		for k > 0 {
-			var buf []byte
-			if _, failed := st.cur.(failedSink); !failed {
-				buf = st.cur.Buffer(k)
-			}
-			if len(buf) == 0 {
-				if _, err := r.Discard(k); err != nil {
-					return err
-				}
-				break
-			}
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return err
-			}
-			k -= len(buf)
-			if err := st.cur.Filled(len(buf)); err != nil {
-				st.cur.Release()
-				st.cur = failedSink{statusOf(err)}
-			}
-		}
-		if st.curLeft == 0 {
-			st.complete()
+	switch {
+	case compressed:
+		return failedSink{status.Error(codes.Unimplemented, "h2grpc: compressed messages are not supported (no grpc-encoding is)")}
+	case size > opts.MaxMessageBytes:
+		// Fail now rather than read a message that will be refused: the
+		// client stops sending. (In a goroutine: the handler may hold the
+		// send side while it waits for a window only this reader can grow.)
+		s := status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, opts.MaxMessageBytes)
+		go st.finish(s)
+		return failedSink{s.Err()}
+	}
+	if opts.Sink != nil {
+		if k := opts.Sink(st.method, size); k != nil {
+			return k
 		}
 	}
-	return nil
+	return &bytesSink{size: size}
 }
 
 // statusOf keeps a status error and makes any other error an Internal one.
@@ -169,10 +122,8 @@ func statusOf(err error) error {
 	return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 }
 
-// complete hands the message just received to the handler.
-func (st *serverStream) complete() {
-	s := st.cur
-	st.cur = nil
+// complete hands a message received whole to the handler.
+func (st *serverStream) complete(s Sink) {
 	st.rmu.Lock()
 	if st.gone {
 		st.rmu.Unlock()
@@ -216,18 +167,22 @@ func (st *serverStream) windowUpdateLocked() []byte {
 
 // endRecv notes the client's END_STREAM.
 func (st *serverStream) endRecv() {
-	st.recvEnded = true
-	if st.cur != nil || st.pre.n != 0 {
-		if st.cur != nil {
-			st.cur.Release()
-		}
-		st.cur = failedSink{status.Error(codes.Internal, "h2grpc: the client ended the call inside a message")}
-		st.complete()
+	if st.in.partial() {
+		st.in.release()
+		st.in = inbound{}
+		st.complete(failedSink{status.Error(codes.Internal, "h2grpc: the client ended the call inside a message")})
 	}
 	st.rmu.Lock()
 	st.eof = true
 	st.rmu.Unlock()
 	st.wake()
+}
+
+// ended reports whether the client has ended its side.
+func (st *serverStream) ended() bool {
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	return st.eof
 }
 
 // resetRecv ends the receiving side for good: the handler's context is
@@ -245,14 +200,6 @@ func (st *serverStream) resetRecv() {
 		s.Release()
 	}
 	st.wake()
-}
-
-// releaseCur releases the message being received; only the reader calls it.
-func (st *serverStream) releaseCur() {
-	if st.cur != nil {
-		st.cur.Release()
-		st.cur = nil
-	}
 }
 
 // RecvMsg waits for the next message and decodes it into m; io.EOF once
@@ -303,9 +250,7 @@ func (st *serverStream) sendMsg(m any, last bool) error {
 	if max := st.c.s.opts.MaxMessageBytes; len(b) > max {
 		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", len(b), max)
 	}
-	var pre [5]byte
-	binary.BigEndian.PutUint32(pre[1:], uint32(len(b)))
-	return st.send(last, pre[:], b)
+	return st.send(last, messagePrefix(len(b)), b)
 }
 
 // errStreamEnded is a send's error on a stream that has ended.
@@ -335,14 +280,11 @@ func (st *serverStream) send(last bool, parts ...[]byte) error {
 			b = c.hw.appendBlock(b, st.id, false, maxFrame, ":status", "200", "content-type", "application/grpc")
 			st.headersSent = true
 		}
-		var bufs [][]byte
-		b, bufs, parts = appendData(b, nil, parts, n, int(maxFrame), st.id, false)
+		var trailer []byte
 		if last && n == left {
-			trailer := c.hw.appendBlock(nil, st.id, true, maxFrame, "grpc-status", "0")
-			bufs = append(bufs, st.endLocked(trailer))
+			trailer = st.endLocked(c.hw.appendBlock(nil, st.id, true, maxFrame, "grpc-status", "0"))
 		}
-		err = c.writeLocked(b, bufs...)
-		c.wbuf = b
+		parts, err = c.writeDataLocked(b, parts, n, maxFrame, st.id, false, trailer)
 		c.wmu.Unlock()
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "h2grpc: %v", err)
@@ -362,7 +304,7 @@ func (st *serverStream) send(last bool, parts ...[]byte) error {
 func appendData(b []byte, bufs, parts [][]byte, n, maxFrame int, stream uint32, endStream bool) ([]byte, [][]byte, [][]byte) {
 	// Later headers share one array sized for all of them, so that the
 	// slices taken of it stay valid.
-	arena := make([]byte, 0, headerLen*((n+maxFrame-1)/maxFrame))
+	arena := make([]byte, 0, headerLen*max(0, (n+maxFrame-1)/maxFrame-1))
 	for first := true; n > 0; first = false {
 		size := min(n, maxFrame)
 		n -= size
@@ -392,52 +334,50 @@ func appendData(b []byte, bufs, parts [][]byte, n, maxFrame int, stream uint32, 
 // reserve waits until st and its connection have send window and takes up
 // to want bytes of both; it also returns the client's frame size.
 func (c *serverConn) reserve(st *serverStream, want int) (int, uint32, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
+	return c.conn.reserve(&st.sendWindow, want, func() error {
 		switch {
 		case c.closed:
-			return 0, 0, status.Error(codes.Unavailable, "h2grpc: connection closed")
+			return status.Error(codes.Unavailable, "h2grpc: connection closed")
 		case c.streams[st.id] != st:
-			return 0, 0, errStreamEnded
+			return errStreamEnded
 		case st.ctx.Err() != nil:
-			return 0, 0, status.FromContextError(st.ctx.Err()).Err()
+			return status.FromContextError(st.ctx.Err()).Err()
 		}
-		if n, ok := c.reserveLocked(&st.sendWindow, want); ok {
-			return n, c.peer.maxFrame, nil
-		}
-		c.cond.Wait()
-	}
+		return nil
+	})
 }
 
 // finish sends the call's status (trailers, or a trailers-only answer if
 // nothing was sent) and ends the stream.
 func (st *serverStream) finish(s *status.Status) {
+	st.close(func() []string {
+		fields := make([]string, 0, 8)
+		if !st.headersSent {
+			fields = append(fields, ":status", "200", "content-type", "application/grpc")
+		}
+		fields = append(fields, "grpc-status", strconv.Itoa(int(s.Code())))
+		if msg := s.Message(); msg != "" {
+			fields = append(fields, "grpc-message", grpcMessageEncode(msg))
+		}
+		return fields
+	})
+}
+
+// close writes the stream's closing HEADERS, with the fields that fields
+// returns under the send lock, unless its end was sent or it was reset, and
+// ends the stream.
+func (st *serverStream) close(fields func() []string) {
 	c := st.c
 	st.smu.Lock()
-	if st.endSent || st.reset.Load() {
-		st.endSent = true
-		st.smu.Unlock()
-		c.endStream(st)
-		return
+	if !st.endSent && !st.reset.Load() {
+		maxFrame := c.maxFrame()
+		c.wmu.Lock()
+		b := st.endLocked(c.hw.appendBlock(c.wbuf[:0], st.id, true, maxFrame, fields()...))
+		c.writeLocked(b)
+		c.wbuf = b
+		c.wmu.Unlock()
 	}
 	st.endSent = true
-	c.mu.Lock()
-	maxFrame := c.peer.maxFrame
-	c.mu.Unlock()
-	fields := make([]string, 0, 8)
-	if !st.headersSent {
-		fields = append(fields, ":status", "200", "content-type", "application/grpc")
-	}
-	fields = append(fields, "grpc-status", strconv.Itoa(int(s.Code())))
-	if msg := s.Message(); msg != "" {
-		fields = append(fields, "grpc-message", grpcMessageEncode(msg))
-	}
-	c.wmu.Lock()
-	b := st.endLocked(c.hw.appendBlock(c.wbuf[:0], st.id, true, maxFrame, fields...))
-	c.writeLocked(b)
-	c.wbuf = b
-	c.wmu.Unlock()
 	st.smu.Unlock()
 	c.endStream(st)
 }
@@ -450,10 +390,7 @@ func (st *serverStream) endLocked(b []byte) []byte {
 	st.c.mu.Lock()
 	st.closing = true // no longer counted against MaxStreams
 	st.c.mu.Unlock()
-	st.rmu.Lock()
-	ended := st.eof
-	st.rmu.Unlock()
-	if !ended {
+	if !st.ended() {
 		b = appendRST(b, st.id, http2.ErrCodeNo)
 	}
 	return b
@@ -461,31 +398,14 @@ func (st *serverStream) endLocked(b []byte) []byte {
 
 // refuse answers a call that will not run with s (trailers only).
 func (st *serverStream) refuse(s *status.Status) error {
-	if st.ctx == nil {
-		st.ctx, st.cancel = context.WithCancel(context.Background())
-	}
 	st.finish(s)
 	return nil
 }
 
 // refuseHTTP answers a request that is not a gRPC call with an HTTP status.
 func (st *serverStream) refuseHTTP(code int) error {
-	c := st.c
-	st.smu.Lock()
-	defer st.smu.Unlock()
-	st.endSent = true
-	c.mu.Lock()
-	maxFrame := c.peer.maxFrame
-	c.mu.Unlock()
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	b := c.hw.appendBlock(c.wbuf[:0], st.id, true, maxFrame, ":status", strconv.Itoa(code), "content-type", "text/plain")
-	if !st.recvEnded {
-		b = appendRST(b, st.id, http2.ErrCodeNo)
-	}
-	err := c.writeLocked(b)
-	c.wbuf = b
-	return err
+	st.close(func() []string { return []string{":status", strconv.Itoa(code), "content-type", "text/plain"} })
+	return nil
 }
 
 // Context is the call's context: cancelled when the call ends, the client
