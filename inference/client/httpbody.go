@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/busyread"
+	"github.com/inferbench/inferbench/inference/internal/writev"
 )
 
 // An inference request's HTTP body is the JSON header followed by the
@@ -45,55 +46,13 @@ func (b *tensorBody) Read(p []byte) (int, error) {
 	return b.bufs.Read(p)
 }
 
-// writeChunk is the most writeTo hands the connection at once. Measured on
-// an H200 machine's host (16 vCPUs), batch 256 over HTTP with 4 requests in
-// flight, against net/http's copy loop (results/nvidia-h200/http-client-chunks):
-// one writev of the whole 192 MB body was 17 % slower, chunks of 1 MiB 16 %
-// slower, 256 KiB and 64 KiB level with it, and 128 KiB 13 % faster
-// (p = 0.029, n = 4). So the body goes out uncopied, 128 KiB at a time.
-var writeChunk int64 = 128 << 10
-
 // writeTo writes at most n of the remaining bytes to w, straight from the
-// slices (writev on a TCP connection) in chunks of at most writeChunk bytes,
-// and consumes them.
+// slices (writev on a TCP connection) in chunks of at most writev.Chunk
+// bytes, and consumes them.
 func (b *tensorBody) writeTo(w io.Writer, n int64) (int64, error) {
-	var total int64
-	// One chunk's slices, in storage reused for every chunk (WriteTo
-	// consumes out's header, not chunk's): no allocation per chunk.
-	chunk := make(net.Buffers, 0, 4)
-	var out net.Buffers
-	for n > 0 && len(b.bufs) > 0 {
-		out = chunk[:0]
-		left := min(n, writeChunk)
-		for _, p := range b.bufs {
-			if left <= 0 {
-				break
-			}
-			p = p[:min(int64(len(p)), left)]
-			out = append(out, p)
-			left -= int64(len(p))
-		}
-		sent, err := out.WriteTo(w)
-		b.consume(sent)
-		total += sent
-		n -= sent
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
-}
-
-// consume drops the first n bytes.
-func (b *tensorBody) consume(n int64) {
-	for n > 0 && len(b.bufs) > 0 {
-		if int64(len(b.bufs[0])) > n {
-			b.bufs[0] = b.bufs[0][n:]
-			return
-		}
-		n -= int64(len(b.bufs[0]))
-		b.bufs = b.bufs[1:]
-	}
+	sent, rest, err := writev.To(w, b.bufs, n)
+	b.bufs = rest
+	return sent, err
 }
 
 // directConn is a connection whose ReadFrom writes a tensorBody directly

@@ -1,0 +1,63 @@
+// Package writev writes a list of byte slices to a connection without
+// copying them: on a TCP connection, writev system calls, each handing the
+// kernel at most Chunk bytes. The HTTP client's request bodies and h2grpc's
+// frames go out through it.
+package writev
+
+import (
+	"io"
+	"net"
+)
+
+// Chunk is the most one call hands the writer. Measured on an H200
+// machine's host (16 vCPUs), batch 256 over HTTP with 4 requests in flight,
+// against net/http's copy loop (results/nvidia-h200/http-client-chunks): one
+// writev of the whole 192 MB body was 17 % slower, chunks of 1 MiB 16 %
+// slower, 256 KiB and 64 KiB level with it, and 128 KiB 13 % faster (p =
+// 0.029, n = 4).
+var Chunk int64 = 128 << 10
+
+// To writes the first n bytes of bufs (all of them if they hold fewer) to
+// w, straight from the slices, Chunk bytes a call at most. It returns how
+// many bytes it wrote and bufs without them: the slices left, the first
+// trimmed in place.
+func To(w io.Writer, bufs [][]byte, n int64) (int64, [][]byte, error) {
+	var total int64
+	// One chunk's slices, in storage reused for every chunk (WriteTo
+	// consumes out's header, not chunk's): no allocation per chunk.
+	chunk := make(net.Buffers, 0, 4)
+	var out net.Buffers
+	for n > 0 && len(bufs) > 0 {
+		out = chunk[:0]
+		left := min(n, Chunk)
+		for _, p := range bufs {
+			if left <= 0 {
+				break
+			}
+			p = p[:min(int64(len(p)), left)]
+			out = append(out, p)
+			left -= int64(len(p))
+		}
+		sent, err := out.WriteTo(w)
+		bufs = consume(bufs, sent)
+		total += sent
+		n -= sent
+		if err != nil {
+			return total, bufs, err
+		}
+	}
+	return total, bufs, nil
+}
+
+// consume drops the first n bytes of bufs.
+func consume(bufs [][]byte, n int64) [][]byte {
+	for n > 0 && len(bufs) > 0 {
+		if int64(len(bufs[0])) > n {
+			bufs[0] = bufs[0][n:]
+			return bufs
+		}
+		n -= int64(len(bufs[0]))
+		bufs = bufs[1:]
+	}
+	return bufs
+}
