@@ -285,10 +285,11 @@ func (cc *clientConn) invoke(ctx context.Context, method string, parts [][]byte)
 		return nil, s.Err()
 	}
 	if st.status.Code() != codes.OK {
-		if ctx.Err() != nil && st.status.Code() == codes.Canceled {
+		if d, ok := ctx.Deadline(); ok && st.status.Code() == codes.Canceled && !time.Now().Before(d) {
 			// The server reset the call as its deadline passed (grpc-go
-			// does): the deadline is the cause.
-			return nil, status.FromContextError(ctx.Err()).Err()
+			// does), maybe before this context's timer fired: the
+			// deadline is the cause.
+			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 		return nil, st.status.Err()
 	}
