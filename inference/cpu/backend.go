@@ -5,7 +5,10 @@
 //
 // A batch runs as one forward pass per maxImages images: the images are
 // converted to padded NHWC once, then each layer is one call over every image
-// of the pass, split across the cores (see package conv). Activations stay
+// of the pass, split across the cores (see package conv), and the layers up
+// to the average pool are one job of the threads, in which a thread that
+// finds nothing left of a layer starts the next where its input is ready
+// (conv.OverlapEnv=off makes each layer a job of its own). Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. The 3x3 stride-1 layers
@@ -73,7 +76,12 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	if err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	e := &engine{net: net, pool: p, winograd: wino, winoTile: tile}
+	overlap, err := conv.OverlapPolicy()
+	if err != nil {
+		return nil, errors.Join(err, p.close())
+	}
+	net.serial = overlap == "off"
+	e := &engine{net: net, pool: p, winograd: wino, winoTile: tile, overlap: overlap}
 	for i := 0; i < opts.Workers; i++ {
 		w := &worker{net: net, pool: p, scratch: net.newScratch(p, min(opts.MaxBatch, maxImages)), slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
@@ -89,6 +97,7 @@ type engine struct {
 	pool     *pool
 	winograd string // conv.WinogradPolicy's value
 	winoTile string // conv.WinogradTile's value
+	overlap  string // conv.OverlapPolicy's value
 	workers  []backend.Worker
 	once     sync.Once
 }
@@ -103,6 +112,9 @@ func (e *engine) Info() backend.Info {
 	}
 	if e.winoTile != "auto" { // only when conv.WinogradTileEnv is set to 2 or 4
 		kvs = append(kvs, backend.KV{Key: "cpu-winograd-tile", Value: e.winoTile})
+	}
+	if e.overlap != "auto" { // only when conv.OverlapEnv is set to on or off
+		kvs = append(kvs, backend.KV{Key: "cpu-overlap", Value: e.overlap})
 	}
 	return backend.Info{Config: kvs}
 }

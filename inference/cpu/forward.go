@@ -11,7 +11,7 @@ import (
 
 // maxImages is the most images one forward pass computes: a larger batch
 // runs in passes of maxImages images, which bounds a worker's scratch memory
-// (about 8 MB an image at 250x250) while every layer still sees enough rows
+// (about 9 MB an image at 250x250) while every layer still sees enough rows
 // to keep all threads busy.
 const maxImages = 8
 
@@ -35,9 +35,10 @@ type network struct {
 	classes   int
 	fc        *gemm.PackedA // the classifier's weights, classes x features
 	fcBias    []float32
-	inputSize int // values per image, NCHW
-	stemSize  int // values per image of the buffer the stem writes
-	actSize   int // values per image of the largest activation after the stem
+	serial    bool // each step a job of its own (conv.OverlapEnv=off)
+	inputSize int  // values per image, NCHW
+	stemSize  int  // values per image of the buffer the stem writes
+	actSize   int  // values per image of the largest activation after the stem
 }
 
 // compile lays out f for h x w inputs and the kernel family kernel (the
@@ -106,12 +107,13 @@ func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, kernel string) (*
 
 // scratch is one worker's memory for up to maxImages images in flight.
 type scratch struct {
-	run        *conv.Runner
-	imgs       [][]float32 // the pass's images, NCHW
-	x          []float32   // the stem's input
-	a, b, t, s []float32   // activations
-	feat       []float32   // features x images
-	logits     []float32   // classes x images
+	run     *conv.Runner
+	imgs    [][]float32  // the pass's images, NCHW
+	x       []float32    // the stem's input
+	a, b, s []float32    // activations
+	t       [2][]float32 // the blocks' conv1 outputs, by block parity
+	feat    []float32    // features x images
+	logits  []float32    // classes x images
 
 	// laps, when not nil (BenchmarkForwardLayers sets it), receives the
 	// host time of each step of a pass, in the order of network.steps, in
@@ -155,7 +157,7 @@ func (n *network) newScratch(p *pool, images int) *scratch {
 		x:    make([]float32, n.input.Size(images)),
 		a:    make([]float32, images*max(n.stemSize, n.actSize)),
 		b:    make([]float32, images*n.actSize),
-		t:    make([]float32, images*n.actSize),
+		t:    [2][]float32{make([]float32, images*n.actSize), make([]float32, images*n.actSize)},
 		s:    make([]float32, images*n.actSize),
 		feat: make([]float32, images*n.features), logits: make([]float32, images*n.classes),
 	}
@@ -163,7 +165,10 @@ func (n *network) newScratch(p *pool, images int) *scratch {
 
 // forward computes the logits of s.imgs (each one image, CHW) into out
 // (images x classes). It holds p for the whole pass, so concurrent workers
-// take turns batch by batch, each using every thread.
+// take turns batch by batch, each using every thread. The steps up to the
+// average pool run as one job of the Runner, whose steps overlap, unless
+// laps are kept (each step is then a job of its own, timed alone) or
+// n.serial is set.
 func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -171,6 +176,8 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	r := s.run
 	if s.laps != nil {
 		s.last = time.Now()
+	} else if !n.serial {
+		r.Begin()
 	}
 	step := 0
 	if err := r.Input(n.input, s.imgs, s.x); err != nil {
@@ -196,12 +203,15 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 		if bl.down != nil {
 			res, down = s.s, conv.Conv{L: bl.down, In: cur, Out: s.s}
 		}
-		if err := r.Run2(imgs, conv.Conv{L: bl.conv1, In: cur, Out: s.t}, down); err != nil {
+		// conv1 writes where the previous block's conv2 does not read, so
+		// that the two steps overlap.
+		t := s.t[i%2]
+		if err := r.Run2(imgs, conv.Conv{L: bl.conv1, In: cur, Out: t}, down); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		s.lap(step)
 		step++
-		if err := r.Run(bl.conv2, imgs, s.t, free, res); err != nil {
+		if err := r.Run(bl.conv2, imgs, t, free, res); err != nil {
 			return fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		s.lap(step)
@@ -212,6 +222,11 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	feat := s.feat[:n.features*imgs]
 	if err := r.Mean(last, imgs, cur, feat); err != nil {
 		return fmt.Errorf("cpu: average pool: %w", err)
+	}
+	if s.laps == nil && !n.serial {
+		if err := r.End(); err != nil {
+			return fmt.Errorf("cpu: %w", err)
+		}
 	}
 	s.lap(step)
 	step++

@@ -60,20 +60,23 @@ func TestForwardMatchesReference(t *testing.T) {
 		kernel string
 		wino   string // conv.WinogradEnv, "" for the default rule
 		tile   string // conv.WinogradTileEnv, "" for the default rule
+		serial bool   // conv.OverlapEnv=off
 	}{
-		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", "", ""},
-		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", "", ""},
-		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", "", ""},
-		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", "", ""},
-		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", "", ""},
+		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", "", "", false},
+		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", "", "", false},
+		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", "", "", false},
+		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", "", "", false},
+		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", "", "", false},
 		// Winograd on (as by default) and off.
-		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on", ""},
-		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off", ""},
+		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on", "", false},
+		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off", "", false},
 		// Both Winograd tiles, whichever is this CPU's default.
-		{"resnet18-winograd-2x2", resnet.ResNet18(), 2, 40, 44, "", "", "2"},
-		{"resnet18-winograd-4x4", resnet.ResNet18(), 2, 40, 44, "", "", "4"},
+		{"resnet18-winograd-2x2", resnet.ResNet18(), 2, 40, 44, "", "", "2", false},
+		{"resnet18-winograd-4x4", resnet.ResNet18(), 2, 40, 44, "", "", "4", false},
 		// More images than one forward pass takes: passes of maxImages and the rest.
-		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", "", ""},
+		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", "", "", false},
+		// Every step a job of its own.
+		{"resnet18-serial", resnet.ResNet18(), 2, 40, 44, "", "", "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +91,9 @@ func TestForwardMatchesReference(t *testing.T) {
 			}
 			if tc.tile != "" {
 				t.Setenv(conv.WinogradTileEnv, tc.tile)
+			}
+			if tc.serial {
+				t.Setenv(conv.OverlapEnv, "off")
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")

@@ -362,7 +362,10 @@ func TestRun2(t *testing.T) {
 				assert.ErrorContains(t, r.Run2(2, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b[:7]}), "conv: output has 7 values")
 				assert.ErrorContains(t, r.Run2(2, Conv{In: x, Out: a}, Conv{}), "conv: no layer")
 				assert.ErrorContains(t, r.Run2(0, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b}), "conv: 0 images")
-				assert.Equal(t, [2]convRun{}, r.convs, "a refused step keeps no buffers")
+				assert.Zero(t, r.queued, "a refused step is not queued")
+				for _, s := range r.steps {
+					assert.Equal(t, [2]convRun{}, s.convs, "a refused step keeps no buffers")
+				}
 				allocs := testing.AllocsPerRun(10, func() {
 					if err := r.Run2(2, Conv{L: conv1, In: x, Out: a}, Conv{L: down, In: x, Out: b}); err != nil {
 						t.Fatal(err)

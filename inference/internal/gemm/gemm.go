@@ -79,6 +79,7 @@ type Epilogue struct {
 // product runs at a time. Close stops the workers.
 type Context struct {
 	threads int
+	every   int // pause's every for the Context's spinners (yieldEvery)
 	kern    microKernel
 	bufs    []*buffers // one per thread; bufs[0] is the caller's
 
@@ -122,7 +123,7 @@ func New(cfg Config) (*Context, error) {
 	if threads >= jobShift {
 		return nil, fmt.Errorf("gemm: Threads = %d, want fewer than %d", threads, jobShift)
 	}
-	c := &Context{threads: threads, kern: kern, caller: newSleeper(threads), panics: make([]any, threads)}
+	c := &Context{threads: threads, every: yieldEvery(threads), kern: kern, caller: newSleeper(threads), panics: make([]any, threads)}
 	for i := 0; i < threads; i++ {
 		c.bufs = append(c.bufs, newBuffers(kern))
 	}

@@ -53,6 +53,29 @@ func yieldEvery(threads int) int {
 	return goschedEvery
 }
 
+// pause is turn i (from 1) of a loop that spins until another thread
+// makes a condition true: every spinCheck turns it yields the CPU to other
+// threads (osYield), and every spinCheck*every turns the goroutine's thread
+// to other goroutines too (runtime.Gosched). It reports whether it yielded,
+// the turns at which a spinner may also look at the clock.
+func pause(i, every int) bool {
+	if i%spinCheck != 0 {
+		return false
+	}
+	if i%(spinCheck*every) == 0 {
+		runtime.Gosched()
+	}
+	osYield()
+	return true
+}
+
+// Pause is turn i (from 1) of a loop in which a task waits for what
+// another task of the same job writes (conv.Runner's steps that overlap):
+// it spins, yielding the CPU and the goroutine's thread now and then as a
+// waiting worker of c does. A task may wait only for tasks the job started
+// before it: those run on other threads that never wait for it.
+func (c *Context) Pause(i int) { pause(i, c.every) }
+
 // The states of a sleeper.
 const (
 	awake  = 0
@@ -86,19 +109,13 @@ func newSleeper(threads int) *sleeper {
 func (s *sleeper) wait(ready func() bool) {
 	for {
 		start := time.Now()
-		for i := 1; ; i++ {
-			if ready() {
-				return
+		for i := 1; !ready(); i++ {
+			if pause(i, s.every) && time.Since(start) > spinFor {
+				break
 			}
-			if i%spinCheck == 0 {
-				if time.Since(start) > spinFor {
-					break
-				}
-				if i%(spinCheck*s.every) == 0 {
-					runtime.Gosched()
-				}
-				osYield()
-			}
+		}
+		if ready() {
+			return
 		}
 		s.state.Store(asleep)
 		// The condition may have become true before the waker read the
