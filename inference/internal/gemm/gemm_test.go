@@ -317,6 +317,45 @@ func BenchmarkParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkKernelAllThreads measures how fast one thread computes when
+// every thread of the Context computes at once, from the cache closest to
+// the core: each thread runs the micro-kernel over the same packed panels
+// of A and B (k = 64: 16 KiB at most with AVX-512, which L1 holds), writing
+// its own tile, kernelReps times a job. It reports GFLOP/s-per-thread
+// (two flops a multiply-add, over the job's wall time, on Go's monotonic
+// clock) and GFLOP/s in all. Run at 2 and at 16 threads (GOMAXPROCS, pinned
+// with taskset), the quotient of the per-thread figures bounds what 16
+// threads can give over 2 on that host when no memory is shared: the cores'
+// clock and their share of the physical cores, not the code, set it.
+func BenchmarkKernelAllThreads(b *testing.B) {
+	ctx, err := New(Config{})
+	require.NoError(b, err)
+	defer ctx.Close()
+	const k, kernelReps = 64, 4000
+	kern := ctx.kern
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, bb := randSlice(rng, k*kern.mr), randSlice(rng, k*kern.nr)
+	n := ctx.Threads()
+	tiles := make([][]float32, n)
+	for i := range tiles {
+		tiles[i] = make([]float32, kern.mr*kern.nr)
+	}
+	fn := func(thread, lo, hi int) {
+		for r := 0; r < kernelReps; r++ {
+			kern.full(k, a, bb, tiles[thread], kern.nr, 0, nil, nil, 0)
+		}
+	}
+	for b.Loop() {
+		if err := ctx.Parallel(n, 1, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	flops := 2 * float64(k*kern.mr*kern.nr) * kernelReps * float64(b.N)
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(flops/sec/1e9, "GFLOP/s-per-thread")
+	b.ReportMetric(flops*float64(n)/sec/1e9, "GFLOP/s")
+}
+
 // TestYieldEvery checks that waiters give their P to other goroutines at
 // every look at the clock when a Context has more threads than Ps, or there
 // are more Ps than CPUs, and less often otherwise; and that a Context still
