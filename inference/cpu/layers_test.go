@@ -10,8 +10,10 @@ import (
 // steps: each step's host time (Go's monotonic clock, from the end of the
 // previous step to its own end, so the steps add up to the pass) is
 // reported as STEP-us, the mean over the timed passes in microseconds, and
-// its share of the pass as STEP-pct. It takes -batches like
-// BenchmarkForward; set the threads with GOMAXPROCS.
+// its share of the pass as STEP-pct. To be timed apart, each step runs as a
+// job of its own, as with conv.OverlapEnv=off: the steps do not overlap, so
+// its images/s is that of such a pass, not BenchmarkForward's. It takes
+// -batches like BenchmarkForward; set the threads with GOMAXPROCS.
 func BenchmarkForwardLayers(b *testing.B) {
 	forEachForwardBatch(b, func(b *testing.B, e backend.Engine, batch int, parts [][]float32, _ bool) {
 		wk := e.Workers()[0].(*worker)

@@ -45,9 +45,10 @@ type Runner struct {
 
 	steps   []*step // steps[:queued] are queued (or running)
 	queued  int
-	begun   bool        // between Begin and End
-	scratch [][]float32 // per thread (Winograd layers)
-	failed  atomic.Bool // a task of the running job panicked
+	begun   bool         // between Begin and End
+	scratch [][]float32  // per thread (Winograd layers)
+	failed  atomic.Bool  // a task of the running job panicked
+	settled atomic.Int32 // steps[:settled+1] of the running job are known finished
 }
 
 // A step is one operation of a job: its tasks are the job's tasks
@@ -55,10 +56,10 @@ type Runner struct {
 // task of a step left takes the next step's first task, and runs it as soon
 // as the rows it reads are written, rather than waiting for every thread to
 // finish the step. So a task of step s waits for
-//   - step s-2 to finish (what steps before s-1 wrote is then complete, and
+//   - the steps up to s-2 to finish (what they wrote is then complete, and
 //     what they read will not be read again: s may overwrite it);
-//   - step s-1 to finish, if s writes memory s-1 reads or writes, or reads
-//     what s-1 writes but keeps no count of (barrier);
+//   - the steps up to s-1 to finish, if s writes memory s-1 reads or
+//     writes, or reads what s-1 writes but keeps no count of (barrier);
 //   - otherwise the rows it reads of what step s-1 writes (deps), which
 //     step s-1 counts as its tasks finish (outs).
 //
@@ -400,6 +401,7 @@ func (r *Runner) run() error {
 		}
 	}
 	r.failed.Store(false)
+	r.settled.Store(-1)
 	return r.threads.Parallel(total, 1, r.fn)
 }
 
@@ -530,10 +532,11 @@ func (r *Runner) task(thread, t int) {
 	}
 	s := r.steps[i]
 	t -= s.first
-	if i >= 2 && !r.await(func() bool { return r.steps[i-2].finished() }) {
-		return
+	before := i - 2 // the last step that must have finished
+	if s.barrier {
+		before = i - 1
 	}
-	if i >= 1 && s.barrier && !r.await(func() bool { return r.steps[i-1].finished() }) {
+	if !r.await(func() bool { return r.finished(before) }) {
 		return
 	}
 	for _, d := range s.deps {
@@ -582,8 +585,16 @@ func (r *Runner) await(ready func() bool) bool {
 	return true
 }
 
-// finished reports whether every task of the step has finished.
-func (s *step) finished() bool { return int(s.done.Load()) == s.tasks }
+// finished reports whether every task of the steps up to i has finished.
+func (r *Runner) finished(i int) bool {
+	for j := int(r.settled.Load()) + 1; j <= i; j++ {
+		if s := r.steps[j]; int(s.done.Load()) < s.tasks {
+			return false
+		}
+		r.settled.CompareAndSwap(int32(j-1), int32(j))
+	}
+	return true
+}
 
 // ready reports whether the rows task t of the step reads through d are
 // written.
