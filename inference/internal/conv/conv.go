@@ -16,7 +16,10 @@
 //  2. Run cuts the output into tasks (a range of output rows of any image
 //     times one set of channel groups: one group, or with AVX2 as many as
 //     have up to 512 KiB of weights), enough to keep every thread busy, and
-//     the threads take tasks in turn.
+//     the threads take tasks in turn. The steps of a forward pass can run as
+//     one job (Runner.Begin and End), in which a thread that finds no task
+//     of a step left starts the next step's tasks whose input rows are
+//     written, instead of waiting at the step's end.
 //  3. For each row of a task, the kernel computes P pixels of the row at a
 //     time (the last call takes what is left) for each group of the set in
 //     turn, keeping the P x group tile in registers over the whole sum: no
