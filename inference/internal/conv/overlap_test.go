@@ -201,6 +201,17 @@ func TestOverlapPanic(t *testing.T) {
 		r.steps[1].convs[0].in = r.steps[1].convs[0].in[:1]
 		assert.ErrorContains(t, r.End(), "panicked", "threads=%d", threads)
 		assert.Zero(t, r.queued)
+		// A step that fails its checks drops the job: the next step runs
+		// at once, and End has nothing to run.
+		r.Begin()
+		require.NoError(t, r.Input(ch.in, ch.imgs, make([]float32, ch.in.Size(ch.n))))
+		assert.ErrorContains(t, r.Input(ch.in, ch.imgs, nil), "conv: output has 0 values")
+		x := nans(ch.in.Size(ch.n))
+		require.NoError(t, r.Input(ch.in, ch.imgs, x))
+		assert.Zero(t, r.queued, "a step after a refused one runs at once")
+		assert.False(t, x[ch.in.Offset(0, 0, 0)] != x[ch.in.Offset(0, 0, 0)], "the step ran")
+		require.NoError(t, r.End())
+		assert.Zero(t, r.queued)
 		// The Runner runs the next job.
 		want := ch.run(t, r, false, false)
 		got := ch.run(t, r, true, false)

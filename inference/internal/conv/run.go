@@ -171,7 +171,9 @@ func NewRunner(t Threads) *Runner {
 }
 
 // Begin makes the steps that follow, up to End, one job: each call checks
-// its step and queues it. Steps queued earlier and not run are dropped.
+// its step and queues it. Steps queued earlier and not run are dropped. A
+// step that fails its checks drops every queued step and ends the job
+// before it starts: the steps after it run at once, and End runs nothing.
 func (r *Runner) Begin() {
 	r.clear()
 	r.begun = true
@@ -203,10 +205,12 @@ func (r *Runner) queue() error {
 	return r.run()
 }
 
-// drop takes back the step added last, which failed its checks.
-func (r *Runner) drop() {
-	r.queued--
-	r.steps[r.queued].clear()
+// refuse drops the queued steps and ends the job begun, for a step that
+// failed its checks with err, and returns err.
+func (r *Runner) refuse(err error) error {
+	r.clear()
+	r.begun = false
+	return err
 }
 
 // Run computes l for n images: in holds n images in l.In(), out receives
@@ -227,14 +231,12 @@ func (r *Runner) Run2(n int, a, b Conv) error {
 	s.op, s.n = opConv, n
 	t := r.threads.Threads()
 	if err := s.convs[0].prepare(a, n, t); err != nil {
-		r.drop()
-		return err
+		return r.refuse(err)
 	}
 	s.tasks = s.convs[0].tasks
 	if b.L != nil {
 		if err := s.convs[1].prepare(b, n, t); err != nil {
-			r.drop()
-			return err
+			return r.refuse(err)
 		}
 		s.tasks += s.convs[1].tasks
 	}
@@ -300,11 +302,11 @@ func (r *Runner) growScratch(l *Layer) {
 func (r *Runner) Pool(p *MaxPool, n int, in, out []float32) error {
 	switch {
 	case n < 1:
-		return fmt.Errorf("conv: %d images", n)
+		return r.refuse(fmt.Errorf("conv: %d images", n))
 	case len(in) < p.in.Size(n):
-		return fmt.Errorf("conv: input has %d values, want %d", len(in), p.in.Size(n))
+		return r.refuse(fmt.Errorf("conv: input has %d values, want %d", len(in), p.in.Size(n)))
 	case len(out) < p.out.Size(n):
-		return fmt.Errorf("conv: output has %d values, want %d", len(out), p.out.Size(n))
+		return r.refuse(fmt.Errorf("conv: output has %d values, want %d", len(out), p.out.Size(n)))
 	}
 	s := r.add()
 	s.op, s.pool, s.n, s.in, s.out, s.tasks = opPool, p, n, in, out, n*p.out.H
@@ -316,11 +318,11 @@ func (r *Runner) Pool(p *MaxPool, n int, in, out []float32) error {
 func (r *Runner) Input(l Layout, imgs [][]float32, out []float32) error {
 	n := len(imgs)
 	if len(out) < l.Size(n) {
-		return fmt.Errorf("conv: output has %d values, want %d", len(out), l.Size(n))
+		return r.refuse(fmt.Errorf("conv: output has %d values, want %d", len(out), l.Size(n)))
 	}
 	for i, img := range imgs {
 		if len(img) != l.C*l.H*l.W {
-			return fmt.Errorf("conv: image %d has %d values, want %d", i, len(img), l.C*l.H*l.W)
+			return r.refuse(fmt.Errorf("conv: image %d has %d values, want %d", i, len(img), l.C*l.H*l.W))
 		}
 	}
 	s := r.add()
@@ -345,11 +347,11 @@ const meanMinChunk = 128
 func (r *Runner) Mean(l Layout, n int, in, feat []float32) error {
 	switch {
 	case n < 1:
-		return fmt.Errorf("conv: %d images", n)
+		return r.refuse(fmt.Errorf("conv: %d images", n))
 	case len(in) < l.Size(n):
-		return fmt.Errorf("conv: input has %d values, want %d", len(in), l.Size(n))
+		return r.refuse(fmt.Errorf("conv: input has %d values, want %d", len(in), l.Size(n)))
 	case len(feat) < l.C*n:
-		return fmt.Errorf("conv: features have %d values, want %d", len(feat), l.C*n)
+		return r.refuse(fmt.Errorf("conv: features have %d values, want %d", len(feat), l.C*n))
 	}
 	chunks := max(1, min(l.C/meanMinChunk, (r.threads.Threads()+n-1)/n))
 	s := r.add()
