@@ -174,6 +174,9 @@ func NewRunner(t Threads) *Runner {
 // its step and queues it. Steps queued earlier and not run are dropped. A
 // step that fails its checks drops every queued step and ends the job
 // before it starts: the steps after it run at once, and End runs nothing.
+// Which steps wait for which follows from the memory they read and write
+// (see step); the images of an Input step are not counted, so no step of
+// the job may write them.
 func (r *Runner) Begin() {
 	r.clear()
 	r.begun = true
