@@ -174,9 +174,11 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	defer p.mu.Unlock()
 	imgs := len(s.imgs)
 	r := s.run
+	overlap := s.laps == nil && !n.serial
 	if s.laps != nil {
 		s.last = time.Now()
-	} else if !n.serial {
+	}
+	if overlap {
 		r.Begin()
 	}
 	step := 0
@@ -223,7 +225,7 @@ func (n *network) forward(p *pool, s *scratch, out []float32) error {
 	if err := r.Mean(last, imgs, cur, feat); err != nil {
 		return fmt.Errorf("cpu: average pool: %w", err)
 	}
-	if s.laps == nil && !n.serial {
+	if overlap {
 		if err := r.End(); err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}

@@ -26,6 +26,12 @@ func (p *MaxPool) In() Layout { return p.in }
 // Out is the layout the pool writes.
 func (p *MaxPool) Out() Layout { return p.out }
 
+// reads returns the first and last input rows (inside the image) that
+// output row oy reads.
+func (p *MaxPool) reads(oy int) (y0, y1 int) {
+	return max(0, 2*oy-1), min(p.in.H-1, 2*oy+1)
+}
+
 // row writes output row oy of image img.
 func (p *MaxPool) row(in, out []float32, img, oy int) {
 	il, ol := p.in, p.out

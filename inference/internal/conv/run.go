@@ -101,15 +101,15 @@ type dep struct {
 // per; the unit is complete at target (a count per channel set, or per tile
 // and set).
 type progress struct {
-	h, unit, per int // rows an image, rows a unit, units an image
-	target       int32
-	done         []atomic.Int32
+	unit, per int // rows a unit, units an image
+	target    int32
+	done      []atomic.Int32
 }
 
 // reset sizes p for n images of h rows, in units of unit rows complete at
 // target, all incomplete.
 func (p *progress) reset(n, h, unit int, target int32) {
-	p.h, p.unit, p.per, p.target = h, unit, (h+unit-1)/unit, target
+	p.unit, p.per, p.target = unit, (h+unit-1)/unit, target
 	if need := n * p.per; cap(p.done) < need {
 		p.done = make([]atomic.Int32, need)
 	} else {
@@ -123,10 +123,9 @@ func (p *progress) reset(n, h, unit int, target int32) {
 // unitOf is the unit of row y of image img.
 func (p *progress) unitOf(img, y int) int { return img*p.per + y/p.unit }
 
-// ready reports whether the rows from (img0, y0) to (img1, y1), both
-// included, over images, are complete.
-func (p *progress) ready(img0, y0, img1, y1 int) bool {
-	for u := p.unitOf(img0, y0); u <= p.unitOf(img1, y1); u++ {
+// complete reports whether units u0 to u1, both included, are complete.
+func (p *progress) complete(u0, u1 int) bool {
+	for u := u0; u <= u1; u++ {
 		if p.done[u].Load() < p.target {
 			return false
 		}
@@ -545,7 +544,8 @@ func (r *Runner) task(thread, t int) {
 		return
 	}
 	for _, d := range s.deps {
-		if !r.await(func() bool { return s.ready(d, t) }) {
+		u0, u1, ok := s.needs(d, t)
+		if ok && !r.await(func() bool { return d.p.complete(u0, u1) }) {
 			return
 		}
 	}
@@ -601,28 +601,29 @@ func (r *Runner) finished(i int) bool {
 	return true
 }
 
-// ready reports whether the rows task t of the step reads through d are
-// written.
-func (s *step) ready(d dep, t int) bool {
+// needs returns the units of d.p, u0 to u1, that task t of the step reads
+// through d, or false where it reads none (a dependency of the step's
+// other convolution).
+func (s *step) needs(d dep, t int) (u0, u1 int, ok bool) {
 	var img0, y0, img1, y1 int
 	switch s.op {
 	case opConv:
 		ci, ct := s.conv(t)
 		if d.conv != ci {
-			return true
+			return 0, 0, false
 		}
 		img0, y0, img1, y1 = s.convs[ci].reads(ct, d.res)
 	case opPool:
 		img, oy := t/s.pool.out.H, t%s.pool.out.H
-		h := s.pool.in.H
-		img0, y0, img1, y1 = img, max(0, 2*oy-1), img, min(h-1, 2*oy+1)
+		y0, y1 = s.pool.reads(oy)
+		img0, img1 = img, img
 	case opMean:
 		img := t / s.blocks
 		img0, y0, img1, y1 = img, 0, img, s.layout.H-1
 	default:
-		return true
+		return 0, 0, false
 	}
-	return d.p.ready(img0, y0, img1, y1)
+	return d.p.unitOf(img0, y0), d.p.unitOf(img1, y1), true
 }
 
 // conv returns the convolution of an opConv step that computes its task t,
@@ -634,13 +635,20 @@ func (s *step) conv(t int) (i, ct int) {
 	return 0, t
 }
 
+// tiles returns the first tile over the batch of Winograd task t, and how
+// many tiles it computes.
+func (c *convRun) tiles(t int) (t0, nt int) {
+	wg := c.l.wino
+	t0 = t / wg.nsets() * c.rows
+	return t0, min(c.rows, c.n*wg.th*wg.tw-t0)
+}
+
 // span returns the first and last (included) of the rows over the batch
 // that task t writes: output rows (direct) or tile rows (Winograd), image
 // by image.
 func (c *convRun) span(t int) (first, last int) {
 	if wg := c.l.wino; wg != nil {
-		t0 := t / wg.nsets() * c.rows
-		nt := min(c.rows, c.n*wg.th*wg.tw-t0)
+		t0, nt := c.tiles(t)
 		return t0 / wg.tw, (t0 + nt - 1) / wg.tw
 	}
 	row0 := t % c.blocks * c.rows
@@ -673,8 +681,8 @@ func (c *convRun) reads(t int, res bool) (img0, y0, img1, y1 int) {
 func (c *convRun) wrote(p *progress, t int) {
 	first, last := c.span(t)
 	if wg := c.l.wino; wg != nil {
-		t0 := t / wg.nsets() * c.rows
-		t1 := t0 + min(c.rows, c.n*wg.th*wg.tw-t0)
+		t0, nt := c.tiles(t)
+		t1 := t0 + nt
 		for u := first; u <= last; u++ {
 			p.done[u].Add(int32(min(t1, (u+1)*wg.tw) - max(t0, u*wg.tw)))
 		}

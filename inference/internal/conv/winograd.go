@@ -239,8 +239,7 @@ func (c *convRun) winoTask(buf []float32, t int) {
 	wg := l.wino
 	in := l.in
 	set := t % wg.nsets()
-	t0 := t / wg.nsets() * c.rows
-	nt := min(c.rows, c.n*wg.th*wg.tw-t0)
+	t0, nt := c.tiles(t)
 	ip := in.Pitch
 	vs := wg.stride(ip) // stride between the positions' planes of input
 	np, a, m := wg.pos(), wg.side(), wg.m
