@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
 // frames splits msg into buffers as gRPC's transport hands them to a codec:
@@ -24,11 +28,26 @@ func frames(msg []byte, size int) mem.BufferSlice {
 	return out
 }
 
-// TestReadIntoCopiesInParallelWhatOneCopyWould: readInto fills a tensor from
-// the middle of a message split into frames (16 KiB, odd sizes, one buffer)
-// with the bytes io.ReadFull would, with any number of workers, and leaves
-// the reader just past it.
-func TestReadIntoCopiesInParallelWhatOneCopyWould(t *testing.T) {
+// segments are the bytes of frames(msg, size), the first skip of them left
+// out.
+func segments(msg []byte, size, skip int) [][]byte {
+	var segs [][]byte
+	for _, b := range frames(msg, size) {
+		d := b.ReadOnlyData()
+		n := min(skip, len(d))
+		skip -= n
+		if len(d) > n {
+			segs = append(segs, d[n:])
+		}
+	}
+	return segs
+}
+
+// TestCopySegmentsCopiesInParallelWhatOneCopyWould: copySegments fills a
+// tensor from the middle of a message split into frames (16 KiB, odd
+// sizes, one buffer) with the bytes one copy would, with any number of
+// workers, and leaves the segments just past it.
+func TestCopySegmentsCopiesInParallelWhatOneCopyWould(t *testing.T) {
 	old := copyWorkers
 	t.Cleanup(func() { copyWorkers = old })
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -41,56 +60,57 @@ func TestReadIntoCopiesInParallelWhatOneCopyWould(t *testing.T) {
 			for _, n := range []int{parallelCopyBytes - 1, parallelCopyBytes, len(msg) - 100} {
 				t.Run(fmt.Sprintf("workers=%d/frame=%d/n=%d", workers, frame, n), func(t *testing.T) {
 					copyWorkers = workers
-					rd := frames(msg, frame).Reader()
-					_, err := rd.Discard(37)
-					require.NoError(t, err)
 					dst := make([]byte, n)
-					require.NoError(t, readInto(rd, dst))
+					rest, ok := copySegments(dst, segments(msg, frame, 37))
+					require.True(t, ok)
 					require.Equal(t, msg[37:37+n], dst)
-					require.Equal(t, len(msg)-37-n, rd.Remaining())
-					b, err := rd.ReadByte()
+					require.Equal(t, msg[37+n:], slices.Concat(rest...))
 					if 37+n < len(msg) {
-						require.NoError(t, err)
-						require.Equal(t, msg[37+n], b)
+						require.NotEmpty(t, rest[0], "no empty segment left in front")
 					}
 				})
 			}
 		}
 	}
 	copyWorkers = 8
-	rd := frames(msg[:parallelCopyBytes], 16<<10).Reader()
-	require.Error(t, readInto(rd, make([]byte, parallelCopyBytes+1)), "more bytes asked for than the message holds")
+	_, ok := copySegments(make([]byte, parallelCopyBytes+1), segments(msg[:parallelCopyBytes], 16<<10, 0))
+	require.False(t, ok, "more bytes asked for than the message holds")
 }
 
-// BenchmarkReadInto copies a batch-256 tensor (3x250x250 FP32) out of 16 KiB
-// frames, as the gRPC codec does, with 1 goroutine and with copyWorkers.
-func BenchmarkReadInto(b *testing.B) {
+// BenchmarkCopySegments copies a batch-256 tensor (3x250x250 FP32) out of
+// 16 KiB frames, as the gRPC codec does, with 1 goroutine and with
+// copyWorkers.
+func BenchmarkCopySegments(b *testing.B) {
 	old := copyWorkers
 	b.Cleanup(func() { copyWorkers = old })
 	n := 256 * 3 * 250 * 250 * 4
 	dst := make([]byte, n)
-	var data mem.BufferSlice // frames allocated one by one, as gRPC's pool hands them out
+	var segs [][]byte // frames allocated one by one, as gRPC's pool hands them out
 	for left := n; left > 0; left -= 16 << 10 {
-		data = append(data, mem.SliceBuffer(make([]byte, min(left, 16<<10))))
+		segs = append(segs, make([]byte, min(left, 16<<10)))
 	}
 	for _, workers := range []int{1, old} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			copyWorkers = workers
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				if err := readInto(data.Reader(), dst); err != nil {
-					b.Fatal(err)
+				if _, ok := copySegments(dst, segs); !ok {
+					b.Fatal("short")
 				}
 			}
 		})
 	}
 }
 
-// TestReadUvarintAsProtobuf: readUvarint takes and refuses the varints
-// protowire does, the ten-byte ones included (found by FuzzInferCodec: a
-// tenth byte above 1 was taken, its bits past the 64th dropped, where
-// protobuf refuses the message).
-func TestReadUvarintAsProtobuf(t *testing.T) {
+// TestVarintsAsProtobuf: the ModelInferRequest decoder, given a whole
+// message (grpc-go's codec) or a byte at a time (h2grpc), takes and refuses
+// the varints protowire does, the ten-byte ones included (found by
+// FuzzInferCodec when the codec had a varint reader of its own: a tenth byte
+// above 1 was taken, its bits past the 64th dropped, where protobuf refuses
+// the message).
+func TestVarintsAsProtobuf(t *testing.T) {
+	s := fuzzService(t)
+	c := inferCodec{std: encoding.GetCodecV2("proto"), s: s}
 	for _, b := range [][]byte{
 		{0},
 		{0x7f},
@@ -102,16 +122,30 @@ func TestReadUvarintAsProtobuf(t *testing.T) {
 		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // eleven bytes
 		{0x80, 0x80}, // truncated
 	} {
-		want, n := protowire.ConsumeVarint(b)
-		got, err := readUvarint(mem.BufferSlice{mem.SliceBuffer(b)}.Reader())
-		if n < 0 {
-			require.Error(t, err, "% x", b)
-			continue
+		// An unknown varint field, and a model name's length.
+		for _, msg := range [][]byte{
+			append(protowire.AppendTag(nil, 100, protowire.VarintType), b...),
+			append(protowire.AppendTag(nil, 1, protowire.BytesType), b...),
+		} {
+			checkInferDecoder(t, s, msg, func(r *v2pb.ModelInferRequest) error {
+				return c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, r)
+			})
+			checkInferDecoder(t, s, msg, func(r *v2pb.ModelInferRequest) error {
+				k := s.newInferSink(len(msg))
+				for _, x := range msg {
+					b := k.Buffer(1)
+					b[0] = x
+					if err := k.Filled(1); err != nil {
+						k.Release()
+						return err
+					}
+				}
+				return k.Decode(r)
+			})
 		}
-		require.NoError(t, err, "% x", b)
-		require.Equal(t, want, got, "% x", b)
 	}
-	v, err := readUvarint(mem.BufferSlice{mem.SliceBuffer(protowire.AppendVarint(nil, math.MaxUint64))}.Reader())
-	require.NoError(t, err)
-	require.Equal(t, uint64(math.MaxUint64), v)
+	var r v2pb.ModelInferRequest
+	msg := protowire.AppendVarint(protowire.AppendTag(nil, 100, protowire.VarintType), math.MaxUint64)
+	require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, &r))
+	require.Equal(t, msg, []byte(r.ProtoReflect().GetUnknown()), "the unknown field, kept whole")
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -23,9 +21,14 @@ import (
 func (s *Service) grpcSink(method string, size int) h2grpc.Sink {
 	switch method {
 	case v2pb.GRPCInferenceService_ModelInfer_FullMethodName, v2pb.GRPCInferenceService_ModelStreamInfer_FullMethodName:
-		return &inferSink{s: s, left: size, req: new(v2pb.ModelInferRequest), need: 1}
+		return s.newInferSink(size)
 	}
 	return nil
+}
+
+// newInferSink returns the decoder of a ModelInferRequest of size bytes.
+func (s *Service) newInferSink(size int) *inferSink {
+	return &inferSink{s: s, left: size, req: new(v2pb.ModelInferRequest), need: 1}
 }
 
 // inferSink decodes a ModelInferRequest's top-level fields one by one as
@@ -175,22 +178,24 @@ func (k *inferSink) Decode(m any) error {
 	r, ok := m.(*v2pb.ModelInferRequest)
 	if !ok {
 		k.Release()
-		return status.Errorf(codes.Internal, "protocol: a ModelInferRequest decoded into %T", m)
+		return fmt.Errorf("protocol: a ModelInferRequest decoded into %T", m)
 	}
 	if k.left != 0 || k.raw != nil || k.scan != len(k.fields) {
 		k.Release()
-		return status.Error(codes.Internal, "grpc: error unmarshalling request: truncated ModelInferRequest")
+		return fmt.Errorf("protocol: truncated ModelInferRequest")
 	}
 	if err := k.decodeFields(k.fields); err != nil {
 		k.Release()
-		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		return err
 	}
-	// Move, not copy: every field of req is set on r as it is.
-	dst := r.ProtoReflect()
-	k.req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	// Move, not copy: every field of req, unknown ones too, is set on r
+	// as it is.
+	dst, src := r.ProtoReflect(), k.req.ProtoReflect()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		dst.Set(fd, v)
 		return true
 	})
+	dst.SetUnknown(src.GetUnknown())
 	k.lent, k.req = nil, nil
 	return nil
 }
@@ -203,4 +208,32 @@ func (k *inferSink) Release() {
 		}
 	}
 	k.lent = nil
+}
+
+// fill gives k a whole message, segs one after the other (grpc-go's codec
+// gets messages so). A raw input of parallelCopyBytes or more still to come
+// is copied by copySegments.
+func (k *inferSink) fill(segs [][]byte) error {
+	for len(segs) > 0 {
+		if k.raw != nil && len(k.raw)-k.rawOff >= parallelCopyBytes {
+			dst := k.raw[k.rawOff:]
+			rest, ok := copySegments(dst, segs)
+			if !ok {
+				return fmt.Errorf("protocol: truncated ModelInferRequest")
+			}
+			segs = rest
+			if err := k.Filled(len(dst)); err != nil {
+				return err
+			}
+			continue
+		}
+		n := copy(k.Buffer(len(segs[0])), segs[0])
+		if segs[0] = segs[0][n:]; len(segs[0]) == 0 {
+			segs = segs[1:]
+		}
+		if err := k.Filled(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -109,13 +109,13 @@ func newSleeper(threads int) *sleeper {
 func (s *sleeper) wait(ready func() bool) {
 	for {
 		start := time.Now()
-		for i := 1; !ready(); i++ {
+		for i := 1; ; i++ {
+			if ready() {
+				return
+			}
 			if pause(i, s.every) && time.Since(start) > spinFor {
 				break
 			}
-		}
-		if ready() {
-			return
 		}
 		s.state.Store(asleep)
 		// The condition may have become true before the waker read the

@@ -22,6 +22,8 @@ type Sink interface {
 	// are dropped and Decode returns the error.
 	Filled(k int) error
 	// Decode fills m, the handler's message, once every byte is Filled.
+	// An error that is not a gRPC status is answered as grpc-go answers a
+	// codec's: Internal, "grpc: error unmarshalling request: ...".
 	Decode(m any) error
 	// Release frees what the sink holds; it is called instead of Decode for
 	// a message no handler takes.
@@ -53,10 +55,7 @@ func (s *bytesSink) Decode(m any) error {
 	if !ok {
 		return status.Errorf(codes.Internal, "h2grpc: %T is not a protobuf message", m)
 	}
-	if err := proto.Unmarshal(s.buf, pm); err != nil {
-		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
-	}
-	return nil
+	return proto.Unmarshal(s.buf, pm)
 }
 
 func (s *bytesSink) Release() { s.buf = nil }

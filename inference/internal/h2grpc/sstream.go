@@ -216,7 +216,10 @@ func (st *serverStream) RecvMsg(m any) error {
 			if b != nil {
 				st.c.write(b)
 			}
-			return s.Decode(m)
+			if err := s.Decode(m); err != nil {
+				return statusOf(err)
+			}
+			return nil
 		}
 		eof, gone := st.eof, st.gone
 		st.rmu.Unlock()
