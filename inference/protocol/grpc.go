@@ -49,6 +49,14 @@ type GRPCLimits struct {
 	StreamWindow int32
 }
 
+// The limits both gRPC servers take that GRPCLimits does not set: the
+// size of a call's header list, and how long a new connection has for its
+// HTTP/2 preface and settings.
+const (
+	grpcMaxHeaderBytes   = 64 << 10
+	grpcHandshakeTimeout = 10 * time.Second
+)
+
 // grpcLimits is l with its defaults filled in.
 func (s *Service) grpcLimits(l GRPCLimits) GRPCLimits {
 	if l.MaxMessageBytes <= 0 {
@@ -77,8 +85,8 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
 		grpc.MaxSendMsgSize(l.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(l.MaxStreams),
-		grpc.MaxHeaderListSize(64 << 10),
-		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.MaxHeaderListSize(grpcMaxHeaderBytes),
+		grpc.ConnectionTimeout(grpcHandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.InitialWindowSize(l.StreamWindow),
@@ -136,8 +144,8 @@ func (s *Service) NewGRPCServer(impl string, l GRPCLimits) (GRPCServer, error) {
 	case GRPCServerH2:
 		l = s.grpcLimits(l)
 		g := h2grpc.NewServer(h2grpc.ServerOptions{
-			MaxMessageBytes: l.MaxMessageBytes, MaxStreams: l.MaxStreams, MaxHeaderBytes: 64 << 10,
-			StreamWindow: l.StreamWindow, IdleTimeout: l.IdleTimeout, HandshakeTimeout: 10 * time.Second,
+			MaxMessageBytes: l.MaxMessageBytes, MaxStreams: l.MaxStreams, MaxHeaderBytes: grpcMaxHeaderBytes,
+			StreamWindow: l.StreamWindow, IdleTimeout: l.IdleTimeout, HandshakeTimeout: grpcHandshakeTimeout,
 			Sink: s.grpcSink, Log: s.opts.Log,
 		})
 		s.RegisterGRPC(g)
