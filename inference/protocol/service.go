@@ -37,6 +37,9 @@ type Options struct {
 	// clients register; the zero value allows DefaultMaxRegions regions of at
 	// most DefaultSharedMemoryBytes in all, system ones under /dev/shm.
 	SharedMemory SharedMemoryLimits
+	// Requests bound what one inference request may declare (tensors,
+	// parameters, id and string lengths, nesting); see RequestLimits.
+	Requests RequestLimits
 	// Log receives what the front door notices but answers no request with
 	// (a shared-memory region the back-end could not page-lock); nil means
 	// slog.Default().
@@ -67,6 +70,7 @@ func New(m *Model, opts Options) *Service {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBody(m)
 	}
+	opts.Requests = opts.Requests.withDefaults()
 	s := &Service{model: m, opts: opts, drained: make(chan struct{})}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
