@@ -10,21 +10,16 @@ import (
 
 // The shortcut beside conv1. In a block that changes shape, the shortcut
 // convolution (1x1, stride 2) and conv1 both read the block's input and
-// nothing else of each other: conv2 needs both. A pass enqueued on one stream
-// runs them one after the other; at batch 1 each is a few microseconds of a
-// GPU far from full (6.6-6.9 us for the shortcuts, results/nvidia-h200/
-// cold-start/head-kernels/profile-142e8fe.md), so while the worker records
-// its CUDA graphs it puts each shortcut on a side stream that forks from the
+// nothing else of each other: conv2 needs both. At small batches each is a
+// few microseconds of a GPU far from full, so while the worker records its
+// CUDA graphs it puts each shortcut on a side stream that forks from the
 // compute stream before conv1 and joins it before conv2, and the graph runs
 // the two as parallel branches. The two share the workspace: conv1 takes its
 // first part, the shortcut the part after it (besideWorkspace sizes it).
 // Passes not recorded into a graph (Graphs off, the algorithm search, the
 // profiler's step times) keep one stream, and so do batches of besideMaxBatch
-// images or more, which fill the GPU: on an H200 in fp16, the side stream took
-// batch 1's p50 in process from 0.234-0.241 to 0.218-0.222 ms (1 serial
-// worker), left batch 32 as it was (59,173 / 62,026 against 59,791 / 60,450
-// samples/s) and cost batch 256 3-5 % (73,340 / 73,346 against 71,465 /
-// 69,856), results/nvidia-h200/shortcut-beside-5607123.
+// images or more, which fill the GPU and gain nothing from a second stream
+// (results/nvidia-h200/shortcut-beside-5607123).
 
 // besideMaxBatch is the smallest batch whose graph keeps the shortcut on the
 // compute stream.

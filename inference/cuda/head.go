@@ -28,8 +28,8 @@ const gapThreads = 256
 // the fully connected layer with its bias, both in float32. They replace
 // cuDNN's average pool, a conversion to float, cuBLAS's product and cuDNN's
 // bias addition: two launches instead of four, and no cuBLAS, whose one-time
-// set-up and kernel loading cost a start about 120 ms on an H200
-// (results/nvidia-h200/cold-start/head-kernels/).
+// set-up and kernel loading lengthened every start
+// (results/nvidia-h200/cold-start/head-kernels).
 type headKernels struct {
 	mod  cudadrv.Module
 	gap  cudadrv.Function // the average pool for the network

@@ -19,9 +19,8 @@ import (
 // normalizeImage is the input conversion kernels of kernels/normalize.cu: a
 // fat binary with machine code for compute capability 8.0 (A100) and 9.0
 // (H100, H200), which loads without compiling, and PTX for 8.0, which the
-// driver compiles for any later device (on a first start, when its compute
-// cache is empty, the compilation of both modules took 370 ms on an H200:
-// results/nvidia-h200/cold-start/).
+// driver compiles for any later device (slow on a first start, when the
+// driver's compute cache is empty: results/nvidia-h200/cold-start).
 //
 //go:embed normalize.fatbin
 var normalizeImage []byte

@@ -491,9 +491,9 @@ func heuristics(w *worker, l *convLayer, c *convPlan) ([]cudnn.AlgoPerf, error) 
 // fused when forward would fuse it.
 //
 // For half-precision data only tensor-op math runs on tensor cores, and the
-// heuristics also rank default-math variants, which ran 30 to 1,000 times
-// slower on an H200 (ResNet-18, batch 1 to 256): timing one cost up to 300 ms
-// at batch 256. Those are left out unless nothing else is proposed.
+// heuristics also rank default-math variants, which run far slower and take
+// long to time at large batches. Those are left out unless nothing else is
+// proposed.
 func candidates(w *worker, l *convLayer, c *convPlan, limit uintptr) ([]choice, error) {
 	res, err := heuristics(w, l, c)
 	if err != nil {

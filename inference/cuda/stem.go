@@ -11,8 +11,8 @@ import (
 // channels, can run in two forms (StemEnv):
 //
 //  1. plain: as it is, over the input kernel's NHWC (or NCHW) image. Its 3
-//     channels keep cuDNN from its tensor-core kernels: on an H200 the stem
-//     took 1.67 of the 4.12 ms of a batch-256 fp16 pass.
+//     channels keep cuDNN from its tensor-core kernels, so in fp16 the stem
+//     takes a large share of the pass (results/nvidia-h200/profile-fp16.md).
 //  2. s2d: as a stride-1 convolution over the image's space-to-depth form.
 //     Let P be the normalised image zero-padded by the stem's pad on top and
 //     left (P[i][j] = img[i-pad][j-pad], 0 outside the image, so the zeros
@@ -56,9 +56,9 @@ func (f stemForm) String() string {
 }
 
 // defaultStem is the stem's form when StemEnv is unset or empty: s2d for
-// FP16, where an H200 measured it at 0.80 against 1.67 ms of a batch-256
-// pass (results/nvidia-h200/s2d-stem), and plain for TF32, whose s2d stem
-// agrees with the plain one but has not been timed, and FP32.
+// FP16, where it halves the stem's time (results/nvidia-h200/s2d-stem), and
+// plain for FP32 and for TF32, whose s2d stem agrees with the plain one but
+// has not been timed.
 func defaultStem(p backend.Precision) stemForm {
 	if p == backend.FP16 {
 		return stemS2D

@@ -15,9 +15,7 @@ import (
 //
 // Both searches time these as the forward pass calls them. Find's own times
 // are of a plain convolution, and its fastest can be far slower fused with
-// the bias and ReLU: at batch 1 on an H100 its pick for a 3x3 stride-2
-// layer took 100 us a call in the forward pass against 9 for the quick
-// search's (results/nvidia-h100/grpc-stream-7e4bcab).
+// the bias and ReLU (results/nvidia-h100/grpc-stream-7e4bcab).
 func timedTopK(res []cudnn.AlgoPerf, limit uintptr, k int) []cudnn.AlgoPerf {
 	var out []cudnn.AlgoPerf
 	gemm := false

@@ -179,21 +179,11 @@ func newLayer(s Spec, tile int) (*Layer, error) {
 // directSetBytes is how many bytes of weights a task of a direct
 // convolution may cover (see directSets) with kernel family family.
 //
-// A task used to be one channel group's output rows: it read its rows'
-// input once for each group, and a layer's input as many times as it has
-// groups. Where every group's weights overflow the L1 cache anyway (36 KB
-// for a 3x3 layer of 64 input channels and 16 output channels), a kernel
-// call reads them from L2 whatever the order, so a task that computes
-// several groups for each block of pixels costs no more weight reads while
-// it reads the input once. On the 2-core AMD EPYC development machine (AVX2,
-// 1 MiB of L2 a core; BenchmarkLayer at 2 threads, medians of 4,
-// results/amd-epyc-2core/direct-sets) stage 2's stride-2 3x3 layer ran at
-// 111 GFLOP/s instead of 61 at batch 8 and 123 instead of 99 at batch 1,
-// stage 4's 1x1 shortcut at 106 instead of 68 and 90 instead of 73. In a
-// first look, sets of 1 MiB (three of stage 4's 3x3 groups, 295 KB each)
-// gave that layer 80 and 110 GFLOP/s at batch 8 against 128-133, so the
-// budget stays under it. Other families keep a group a task: they were not
-// measured.
+// A task computes several channel groups for each block of pixels, so it
+// reads its input once rather than once a group; where the groups' weights
+// overflow L1 anyway, this costs no more weight reads. The budget stays
+// under 1 MiB, which was slower (results/amd-epyc-2core/direct-sets). Other
+// families keep a group a task: they were not measured.
 func directSetBytes(family string) int {
 	if family == "avx2" {
 		return 512 << 10

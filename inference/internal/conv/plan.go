@@ -13,13 +13,9 @@ package conv
 // ends at most one task after the average), and the bytes of weights all
 // threads read, at a bandwidth they share.
 //
-// The constants were fitted to BenchmarkLayer on the GPU machine's host
-// (Intel Xeon, 16 threads; results/nvidia-h100-host): about 100 GFLOP/s
-// per thread, and its 3x3 stage-4 layer at batch 1 took 1.9 ms with
-// one-row tasks, which read 75 MB of weights: about 40 GB/s. With the
-// busiest thread counted as finishing with the others, the same layer at
-// batch 8 got 16 tasks for 16 threads and ran at 520 GFLOP/s, against
-// 634 with 64 tasks; the one-task term picks 32.
+// The constants were fitted to BenchmarkLayer on a 16-thread Xeon host
+// (results/nvidia-h100-host): a thread's multiply-add rate, and the
+// bandwidth at which all threads together read a stage-4 layer's weights.
 const (
 	macRate   = 50e9 // multiply-adds per second of one thread
 	sharedBW  = 40e9 // bytes per second at which the threads together read weights
@@ -64,11 +60,6 @@ func (l *Layer) split(n, t int) int {
 // when its tiles allow (at 6 tiles a task at least, tb at most). A task
 // reads its channel group's weights, so few large tasks read less, but the
 // threads of a shared host run at uneven speeds, and small tasks let the
-// others take over from a slow one. On H200 machines' hosts (16 Xeon
-// vCPUs), 8 tasks a thread rather than 2 gave batch 1 on 16 threads 5.9 %
-// more images/s in one call (p = 0.002, n = 29) and 2.4 % in another (p =
-// 0.11, n = 23), and batch 8 on 16 threads 2.8 % (p = 0.22), leaving 2
-// threads unchanged; a makespan model that picked fewer, larger tasks (one
-// round of them) lost 11 % at batch 1 on 16 threads
+// others take over from a slow one
 // (results/nvidia-h200-host/cpu-wino-tasks-6b7959c).
 const winoTasksPerThread = 8

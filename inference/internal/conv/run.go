@@ -63,9 +63,9 @@ type Runner struct {
 //   - otherwise the rows it reads of what step s-1 writes (deps), which
 //     step s-1 counts as its tasks finish (outs).
 //
-// On 16 threads a forward pass of ResNet-18 is some 20 steps, and without
-// the overlap 7.6 % of the threads' time was spent waiting at their ends
-// for the last task of a step (results/nvidia-h200-host/cpu-3c7f177).
+// The overlap exists because a forward pass is some 20 steps, and without it
+// threads wait at each step's end for its last task
+// (results/nvidia-h200-host/cpu-3c7f177).
 type step struct {
 	op     op
 	convs  [2]convRun // opConv's, the second unused (l nil) for one layer
@@ -342,10 +342,9 @@ const meanMinChunk = 128
 // pixels, in memory order, for a run of its channels: the image's C
 // channels are cut into as few runs (of at least meanMinChunk channels) as
 // keep the threads busy, so that a task reads long stretches of memory one
-// after another. The input was written by other threads a moment earlier;
-// reading it in short pieces far apart (64 channels of a 512-channel pixel,
-// one pixel after another) took 153 µs for 1 MB at batch 8 on 16 threads
-// (results/nvidia-h200-host/cpu17), for 0.5 µs of additions a task.
+// after another: the input was written by other threads a moment earlier,
+// and reading it in short pieces far apart is slow
+// (results/nvidia-h200-host/cpu17).
 func (r *Runner) Mean(l Layout, n int, in, feat []float32) error {
 	switch {
 	case n < 1:

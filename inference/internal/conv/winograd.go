@@ -97,26 +97,10 @@ func envChoice(name string, values ...string) (string, error) {
 
 // useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
 // padding 1, AVX-512 or AVX2 kernels, enough input channels for the matrix
-// products to run well and at most 512 x 512 channels.
-//
-// With AVX-512 every such layer of ResNet-18 does, stage 4's (512 x 512
-// channels) included: in the forward pass at 250x250 on the host of an
-// H200 machine (Intel Xeon, 16 vCPUs; results/nvidia-h200-host/cpu17),
-// Winograd beat the direct convolution in every stage at 16 threads, batch
-// 1 and 8 (stage 4: 0.35 against 0.74 ms at batch 1, 1.5 against 2.2 ms at
-// batch 8), and on the H100 machine's host a stage-4 layer alone took 1.72
-// against 1.94 ms at 2 threads, batch 1, and 10.2 against 12.8 ms at batch
-// 8. With AVX2 (BenchmarkLayer on the 2-core AMD EPYC development machine,
-// 2 threads; results/amd-epyc-2core/winograd-avx2), Winograd F(2x2) took
-// 0.62-0.84 of the direct convolution's time in stages 1-3 at batch 1 and
-// 8, but 1.26 at batch 1 and 1.18 at batch 8 in stage 4, so stage 4 ran
-// direct. Once a task's position planes no longer shared the L1 cache's
-// sets (winograd.stride), stage 4 as F(2x2) took 0.83 of the direct time at
-// batch 8 there, and the forward pass gained 10.5 % at batch 8 on that
-// machine and 8-13 % on 2, 8 and 16 threads of an H200 machine's host with
-// the avx2 kernels forced, batch 1 unchanged
-// (results/amd-epyc-2core/winograd-4x4/stage4,
-// results/nvidia-h200-host/stage4-avx2-4201e64).
+// products to run well and at most 512 x 512 channels. Every such layer of
+// ResNet-18 qualifies, stage 4 included: with its scratch planes apart
+// (winograd.stride) Winograd beat the direct convolution there on both
+// kernel families (results/amd-epyc-2core/winograd-4x4/stage4).
 func useWinograd(s Spec, family string) bool {
 	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 512*512
 }
@@ -127,13 +111,10 @@ func newWinograd(l *Layer, w []float32, m int) *winograd {
 	in, out := l.in, l.out
 	wg := &winograd{m: m, th: (out.H + m - 1) / m, tw: (out.W + m - 1) / m, asm: winogradAsm(l.kern.name) && in.Pitch%16 == 0, sets: groupSets(l.groups)}
 	// A task's transformed input stays within 512 KiB, or 1.5 MiB for
-	// F(2x2) with AVX2, which is stage 4 (512 channels): 48 tiles a task
-	// instead of 12, where the thread count allows (prepare), so that a
-	// task reads its 2 MiB of weights for 4 times as many tiles. On the
-	// 2-core development machine that layer took 11.9 instead of 20.6 ms at
-	// batch 8 and the forward pass gained 19.7 % at batch 8, batch 1
-	// unchanged (results/amd-epyc-2core/winograd-4x4/stage4-tiles). For
-	// F(4x4) in stages 1-3, 256 KiB or 1 MiB made no difference.
+	// F(2x2) with AVX2, which is stage 4 (512 channels): up to 48 tiles a
+	// task instead of 12, where the thread count allows (prepare), so that a
+	// task reads its 2 MiB of weights for more tiles
+	// (results/amd-epyc-2core/winograd-4x4/stage4-tiles).
 	budget := 16 * 8192
 	if m == 2 && l.kern.name == "avx2" {
 		budget *= 3

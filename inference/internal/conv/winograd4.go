@@ -117,20 +117,10 @@ const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
 // winoTile is the side of a Winograd tile's outputs for layer s with
 // kernel family family, as WinogradTileEnv sets it: by default 4 for avx2
 // layers of up to 256 x 256 channels, 2 for larger ones and for avx512.
-// (Stage 4's 512-channel layers have 4 tiles an 8x8 image with F(4x4), too
-// few to share out: on the development machine they took 1.06x F(2x2)'s
-// time at batch 1 and 1.13x at batch 8, medians of three runs;
-// results/amd-epyc-2core/winograd-4x4/stage4.)
-//
-// On the 2-core AMD EPYC development machine (AVX2, BenchmarkLayer at 2
-// threads; results/amd-epyc-2core/winograd-4x4) F(4x4, 3x3) took 0.6-0.7
-// of F(2x2, 3x3)'s time in stages 1-3 at batch 8, and BenchmarkForward
-// gained 14 % at batch 1 and 18 % at batch 8; on a 16-vCPU Xeon with the
-// avx2 kernels forced, 9-19 % at batch 8 on 2, 8 and 16 threads, batch 1
-// unchanged. With that Xeon's avx512 kernels (which run Winograd in stage
-// 4 as well) it lost 31 % at 16 threads, batch 1, and 4 % at batch 8
-// (results/nvidia-h200-host/winograd-4x4-ae7e0ad): too few tiles to share
-// out, and 2.25 times the transformed weights to read.
+// F(4x4) does less work a channel, but stage 4's 8x8 images make only 4
+// of its tiles, too few to share out, and with avx512 its 2.25 times the
+// transformed weights cost more than they save
+// (results/amd-epyc-2core/winograd-4x4, nvidia-h200-host/winograd-4x4-ae7e0ad).
 func winoTile(family string, s Spec) (int, error) {
 	v, err := WinogradTile()
 	switch {

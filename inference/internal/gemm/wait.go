@@ -9,18 +9,12 @@ import (
 // How the threads wait. A forward pass hands the threads one job per layer,
 // some 25 a pass, each a millisecond or less on 16 threads. A goroutine that
 // blocks on a channel between two jobs parks its thread, and waking 15 parked
-// threads goes through the Go scheduler one thread after another (each woken
-// thread wakes the next), every step a futex wake and, under a hypervisor, an
-// interrupt to a halted virtual CPU, before the last thread joins a job, and
-// again at every job (how long that takes was not timed apart; the whole
-// change gave 16 threads 15 % more images/s at batch 8 on an H200 machine's
-// host, results/nvidia-h200-host/cpu-scaling-12d4528). So a waiting goroutine first
-// spins, reading an atomic value, for up to spinFor, and only then parks; the
-// next job, or the end of the current one, is then seen within a fraction of
-// a microsecond. spinFor bounds what an idle engine burns after its last job;
-// it is longer than most waits of a thread that finished its part of a layer
-// before the others (on the H200 machine's host, with busy neighbours, 200 µs
-// was not: the workers parked some 9 times a pass at batch 1 on 16 threads).
+// threads goes through the Go scheduler one thread after another, at every
+// job (results/nvidia-h200-host/cpu-scaling-12d4528). So a waiting goroutine
+// first spins, reading an atomic value, for up to spinFor, and only then
+// parks. spinFor bounds what an idle engine burns after its last job; it is
+// longer than most waits of a thread that finished its part of a layer
+// before the others, even on a host with busy neighbours.
 const spinFor = time.Millisecond
 
 // spinCheck is the number of spins between two looks at the clock and two
@@ -33,15 +27,11 @@ const spinCheck = 256
 // goschedEvery is how many looks at the clock pass between two yields of the
 // goroutine's thread to other goroutines (runtime.Gosched): 4096 spins,
 // when every P has a CPU of its own. Gosched is not free even when no other
-// goroutine waits: it puts the goroutine on the global run queue and takes it
-// back, both under the scheduler's one lock. With a yield at every look, the
-// waiting threads of a 16-thread pass spent 7 % of the CPU time in Gosched,
-// most of it contending for that lock, and yielding every 16th look gave 5.5 %
-// more images/s at batch 8 on 16 threads, none at 2 (BenchmarkForward on an
-// H200 machine's host, results/nvidia-h200-host/cpu-gosched-65f58a7). With
-// more threads than Ps, or more Ps than CPUs (GOMAXPROCS above the CPUs this
-// process may run on), a spinner holds a P, or a CPU, that goroutines with
-// work may be waiting for: there, it yields at every look (yieldEvery).
+// goroutine waits: it takes the scheduler's one lock twice, which many
+// spinning threads contend for (results/nvidia-h200-host/cpu-gosched-65f58a7).
+// With more threads than Ps, or more Ps than CPUs (GOMAXPROCS above the CPUs
+// this process may run on), a spinner holds a P, or a CPU, that goroutines
+// with work may be waiting for: there, it yields at every look (yieldEvery).
 const goschedEvery = 16
 
 // yieldEvery is goschedEvery for a Context of threads threads, or 1 when they
