@@ -24,9 +24,23 @@
 //     copy-out time per request, a panel per batch size). More lines than a
 //     legend holds become small multiples, a panel per precision x graphs.
 //
+// Two subcommands keep the record (results/) in order:
+//
+//   - report index [-check] writes results/index.json and results/README.md,
+//     one entry a record (a folder or loose file directly under
+//     results/<machine>/), each field derived from the record's files, its
+//     README, the machine's README, git or results/records.tsv; -check
+//     fails when they are stale, a file belongs to no record, a .diff file
+//     is kept or a relative link of the READMEs is broken.
+//   - report headline [-o file] [-readme file] [-check] writes the README's
+//     table of headline figures, each the best configuration of a benchmark
+//     file of a record (headlineSpecs), linked to it.
+//
 // Usage:
 //
 //	go run ./scripts/report [-o dir] [-filter query] file.txt...
+//	go run ./scripts/report index [-check]
+//	go run ./scripts/report headline [-o results/HEADLINE.md] [-readme README.md] [-check]
 package main
 
 import (
@@ -64,6 +78,14 @@ type options struct {
 // run parses args, reads the files and writes report.md and the plots into
 // the output directory; it prints the paths it wrote to stdout.
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "index":
+			return runIndex(args[1:], stdout, stderr, gitLog)
+		case "headline":
+			return runHeadline(args[1:], stdout, stderr, headlineSpecs)
+		}
+	}
 	opts, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -110,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: report [flags] file.txt...\n\nWrites report.md and PNG plots from Go benchmark result files.\n\n")
+		fmt.Fprintf(stderr, "usage: report [flags] file.txt...\n       report index [-check]\n       report headline [-o file] [-readme file] [-check]\n\nWrites report.md and PNG plots from Go benchmark result files; index and headline keep results/ in order (report index -h).\n\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&opts.out, "o", "report", "write report.md and the PNGs into `dir`")
