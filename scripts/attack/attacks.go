@@ -211,7 +211,7 @@ func jsonBody(head, item, tail string) func(context.Context, *target) (int64, er
 
 // jsonParams: a parameters map of a million keys.
 func jsonParams(ctx context.Context, t *target) (int64, error) {
-	n := t.scaled(1<<20, 1<<12)
+	n := 1 << 20 // 11 MB: cheap enough to play at full size at every scale
 	var b bytes.Buffer
 	b.WriteString(`{"parameters":{`)
 	for i := range n {
@@ -240,7 +240,7 @@ func grpcEmptyInputs(ctx context.Context, t *target) (int64, error) {
 	}
 	defer h.close()
 	m := pbField(nil, 1, 8, []byte("resnet18"))
-	n := t.scaled(5_000_000, 1<<16)
+	n := 5_000_000 // 10 MB: played at full size at every scale
 	m = append(m, bytes.Repeat([]byte{5<<3 | 2, 0}, n)...)
 	if err := h.open(1, h.grpcHeaders(inferPath), true, false); err != nil {
 		return h.sent.load(), err
