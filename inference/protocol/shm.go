@@ -237,7 +237,7 @@ func checkKey(key, prefix string) (string, error) {
 }
 
 // register maps a new system region of namespace ns. The caller checked
-// that the call may use the API (shmRegistry.admit).
+// that the call may use the API (shmRegistry.callerHTTP, callerGRPC).
 func (r *shmRegistry) register(ns, name, key string, offset, size uint64) error {
 	if !r.enabled() {
 		return errSystemOff
