@@ -43,7 +43,7 @@ func TestCudaSharedMemoryAcrossProcesses(t *testing.T) {
 	bin := testServeBin(t)
 	args := []string{"serve", "-log", "json", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
 		"-backend", "cuda", "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", fmt.Sprint(n), "-batches", "1," + fmt.Sprint(n),
-		"-workers", "2", "-pipeline", "overlap", "-precision", "fp16", "-graphs"}
+		"-workers", "2", "-pipeline", "overlap", "-precision", "fp16", "-graphs", "-shm"}
 	p, err := startServe(bin, args, os.Environ())
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, p.stop()) }()

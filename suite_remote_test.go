@@ -170,10 +170,10 @@ func (c *suiteConfig) probeTargets(ctx context.Context) error {
 		}
 		m.stats = m.stats && o.stats
 		if !o.shm && slices.ContainsFunc(c.transports, shmTransport) {
-			return errors.New("-transports: a target does not offer the system_shared_memory extension")
+			return errors.New("-transports: a target does not offer the system_shared_memory extension (inferbench serve: -shm)")
 		}
 		if !o.cudaSHM && slices.ContainsFunc(c.transports, cudaSHMTransport) {
-			return errors.New("-transports: a target does not offer the cuda_shared_memory extension")
+			return errors.New("-transports: a target does not offer the cuda_shared_memory extension (inferbench serve: -shm -backend cuda)")
 		}
 	}
 	for _, b := range c.batchesFor("target") {

@@ -130,6 +130,10 @@ func (c *suiteConfig) serveArgs(p point, transport string) []string {
 		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
 		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block",
 		"-idle-poll", c.flags.idlePoll.String(), "-grpc-server", c.flags.grpcServer}
+	if shmTransport(transport) || cudaSHMTransport(transport) {
+		// Its objects' names carry serve's default -shm-key-prefix.
+		args = append(args, "-shm")
+	}
 	if c.flags.checkpoint != "" {
 		abs, err := filepath.Abs(c.flags.checkpoint)
 		if err != nil {

@@ -160,7 +160,7 @@ func TestSuiteBinaryDrivesTargets(t *testing.T) {
 	var fastHTTP string
 	for _, be := range []string{"nop", "cpu"} {
 		p, err := startServe(bin, []string{"serve", "-log", "json", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-metrics-addr", "",
-			"-backend", be, "-model", "resnet18", "-size", "32x32"}, os.Environ())
+			"-backend", be, "-model", "resnet18", "-size", "32x32", "-shm"}, os.Environ())
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, p.stop()) })
 		urls = append(urls, "grpc://"+p.addrs["grpc"])
@@ -294,7 +294,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	assert.Equal(t, []string{"serve", "-log", "json", "-http-addr", "", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
 		"-model-name", "rn", "-backend", "cuda", "-max-batch", "32", "-batches", "32", "-max-queue-delay", "0s", "-workers", "2", "-pipeline", "overlap",
 		"-precision", "fp16", "-graphs=true", "-devices", "0,1", "-size", "64x48", "-seed", "7", "-pinned-input=true",
-		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-grpc-server", "h2grpc", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
+		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-grpc-server", "h2grpc", "-shm", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
 	c.flags.checkpoint = ckpt
 	args := c.serveArgs(p, httpT)
 	assert.Equal(t, []string{"-checkpoint", ckpt}, args[len(args)-2:])

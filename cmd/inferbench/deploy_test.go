@@ -321,6 +321,7 @@ func TestDeployContainerArgsAreServeFlags(t *testing.T) {
 			assert.NoError(t, err, "-backend: a back-end serve registers")
 			assert.Equal(t, name, f.modelName, "-model-name: clients address the model by the InferenceService's name")
 			assert.True(t, strings.HasPrefix(f.cfg.Checkpoint, "/mnt/models/"), "-checkpoint %q: KServe's storage initializer puts the model under /mnt/models", f.cfg.Checkpoint)
+			assert.False(t, f.sharedMemory().Enabled, "-shm: no client outside the pod shares its /dev/shm")
 		})
 	}
 	for name := range m.runtimes {

@@ -30,8 +30,11 @@ type serveFlags struct {
 	grpcServer                              string
 	grpcWindow                              int64
 	inflightBytes                           int64
+	shm                                     bool
 	shmMaxRegions                           int
 	shmMaxBytes                             int64
+	shmKeyPrefix, shmHeader                 string
+	shmHeaderName, shmHeaderValue           string // -shm-header parsed
 	norm                                    protocol.Normalization
 	tracePath, cpuProfile                   string
 	logFormat                               string
@@ -93,7 +96,10 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
-	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "shared memory (system and, on -backend cuda, CUDA): regions clients may have registered (and mapped) at once; 0 turns both extensions off")
+	fs.BoolVar(&f.shm, "shm", false, "shared memory: turn on the system and (on -backend cuda) CUDA shared-memory API, fenced by the -shm-* flags (docs/DEPLOY.md, Security)")
+	fs.StringVar(&f.shmKeyPrefix, "shm-key-prefix", protocol.DefaultKeyPrefix, "shared memory: a system region's key must name an object whose name starts with this (empty: any name)")
+	fs.StringVar(&f.shmHeader, "shm-header", "", "shared memory: name=value of a header every call of the API must carry (gRPC: metadata, also as triton-grpc-protocol-<name>), as Triton's restricted protocols (empty: none)")
+	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "shared memory: regions clients may have registered (and mapped) at once")
 	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "shared memory: total bytes of those regions at most")
 	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std (on the GPU with -backend cuda, else on the host)")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
@@ -196,11 +202,19 @@ func (f *serveFlags) check() error {
 	if f.maxBody < 0 || f.inflightBytes < 0 {
 		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
 	}
-	if f.shmMaxRegions < 0 {
-		return fmt.Errorf("-shm-max-regions %d: must not be negative (0 turns shared memory off)", f.shmMaxRegions)
+	if f.shmMaxRegions < 1 {
+		return fmt.Errorf("-shm-max-regions %d: must be at least 1 (shared memory is off unless -shm)", f.shmMaxRegions)
 	}
 	if f.shmMaxBytes < 1 {
 		return fmt.Errorf("-shm-max-bytes %d: must be at least 1", f.shmMaxBytes)
+	}
+	if strings.ContainsAny(f.shmKeyPrefix, "/\x00") || len(f.shmKeyPrefix) > 254 {
+		return fmt.Errorf("-shm-key-prefix %q: want the start of a shared-memory object's name: no slash, at most 254 bytes", f.shmKeyPrefix)
+	}
+	if f.shmHeader != "" {
+		if f.shmHeaderName, f.shmHeaderValue, err = protocol.ParseRequiredHeader(f.shmHeader); err != nil {
+			return fmt.Errorf("-shm-header: %v", err)
+		}
 	}
 	if f.norm.Mean, err = floatList("-uint8-mean", f.uint8Mean); err != nil {
 		return err
@@ -221,13 +235,11 @@ func (f *serveFlags) check() error {
 	return nil
 }
 
-// sharedMemory is the front door's shared-memory limits the flags describe.
+// sharedMemory is the front door's shared-memory settings the flags
+// describe.
 func (f *serveFlags) sharedMemory() protocol.SharedMemoryLimits {
-	l := protocol.SharedMemoryLimits{MaxRegions: f.shmMaxRegions, MaxBytes: f.shmMaxBytes}
-	if l.MaxRegions == 0 {
-		l.MaxRegions = -1 // off
-	}
-	return l
+	return protocol.SharedMemoryLimits{Enabled: f.shm, KeyPrefix: f.shmKeyPrefix, Header: f.shmHeaderName, HeaderValue: f.shmHeaderValue,
+		MaxRegions: f.shmMaxRegions, MaxBytes: f.shmMaxBytes}
 }
 
 // intList parses a comma-separated list of integers of at least min.

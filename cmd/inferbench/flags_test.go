@@ -34,7 +34,9 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-http-addr", "", "-grpc-addr", ""}, "nothing to serve"},
 		{[]string{"serve", "-log", "xml"}, `-log "xml"`},
 		{[]string{"serve", "-gc-percent", "-2"}, "-gc-percent -2: must be -1 (off) or at least 0"},
-		{[]string{"serve", "-shm-max-regions", "-1"}, "-shm-max-regions -1: must not be negative"},
+		{[]string{"serve", "-shm-max-regions", "0"}, "-shm-max-regions 0: must be at least 1 (shared memory is off unless -shm)"},
+		{[]string{"serve", "-shm-key-prefix", "a/b"}, `-shm-key-prefix "a/b": want the start of a shared-memory object's name`},
+		{[]string{"serve", "-shm-header", "novalue"}, `-shm-header: required header "novalue": want name=value`},
 		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
 		{[]string{"serve", "-grpc-window", "1000"}, "-grpc-window 1000: want 64 KiB (65536) to 256 MiB (268435456)"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
@@ -99,9 +101,10 @@ func TestSharedMemoryFlagsReachTheFrontDoor(t *testing.T) {
 		args []string
 		want protocol.SharedMemoryLimits
 	}{
-		{nil, protocol.SharedMemoryLimits{MaxRegions: protocol.DefaultMaxRegions, MaxBytes: protocol.DefaultSharedMemoryBytes}},
-		{[]string{"-shm-max-regions", "3", "-shm-max-bytes", "4096"}, protocol.SharedMemoryLimits{MaxRegions: 3, MaxBytes: 4096}},
-		{[]string{"-shm-max-regions", "0"}, protocol.SharedMemoryLimits{MaxRegions: -1, MaxBytes: protocol.DefaultSharedMemoryBytes}},
+		{nil, protocol.SharedMemoryLimits{KeyPrefix: "inferbench-", MaxRegions: protocol.DefaultMaxRegions, MaxBytes: protocol.DefaultSharedMemoryBytes}},
+		{[]string{"-shm", "-shm-max-regions", "3", "-shm-max-bytes", "4096"}, protocol.SharedMemoryLimits{Enabled: true, KeyPrefix: "inferbench-", MaxRegions: 3, MaxBytes: 4096}},
+		{[]string{"-shm", "-shm-key-prefix", "", "-shm-header", "Admin-Key=s3cret"},
+			protocol.SharedMemoryLimits{Enabled: true, Header: "admin-key", HeaderValue: "s3cret", MaxRegions: protocol.DefaultMaxRegions, MaxBytes: protocol.DefaultSharedMemoryBytes}},
 	} {
 		var errOut bytes.Buffer
 		f, err := parseServe(tc.args, &errOut)

@@ -46,13 +46,15 @@ func writeFloats(t *testing.T, path string, v []float32) {
 
 // TestTritonPythonClient runs scripts/peers/tritonclient_check.py against
 // the real command on the CPU back-end: Triton's own client infers over HTTP
-// and gRPC and through system shared memory made by its own helpers, and
-// every answer must equal the in-process logits bit for bit.
+// and gRPC and through system shared memory made by its own helpers (behind
+// a required header, which it sends as Triton's clients do), and every
+// answer must equal the in-process logits bit for bit.
 func TestTritonPythonClient(t *testing.T) {
 	py := needTritonclient(t)
 	const side, n, classes = 32, 2, 5
 	// Reads that look before they sleep (-idle-poll) serve the same.
-	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "9", "-idle-poll", "200us")
+	s := startServer(t, "-model", "tiny", "-size", fmt.Sprintf("%dx%d", side, side), "-max-batch", "4", "-seed", "9", "-idle-poll", "200us",
+		"-shm", "-shm-header", "inferbench-shm-key=s3cret")
 
 	images, logits := inProcess(t, 9, 21, n, side)
 	require.Len(t, logits, n*classes)
@@ -65,7 +67,7 @@ func TestTritonPythonClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "scripts", "peers", "tritonclient_check.py"),
 		"--http", s.http, "--grpc", s.grpc, "--input", in, "--shape", fmt.Sprintf("%d,3,%d,%d", n, side, side),
-		"--want", want, "--classes", fmt.Sprint(classes))
+		"--want", want, "--classes", fmt.Sprint(classes), "--shm-header", "inferbench-shm-key=s3cret")
 	out, err := cmd.CombinedOutput()
 	t.Logf("tritonclient_check.py:\n%s", out)
 	require.NoError(t, err, "server log:\n%s", s.logText())

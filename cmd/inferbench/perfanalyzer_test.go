@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +17,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/inferbench/inferbench/inference/client"
 )
 
 // needPerfAnalyzer finds Triton's perf_analyzer ($INFERBENCH_PERF_ANALYZER,
@@ -51,11 +51,16 @@ func needPerfAnalyzer(t *testing.T) string {
 // must measure without an error, report a throughput, find the server's
 // statistics (its "Server:" section, from the statistics extension) with as
 // many inferences as it counted requests times the batch, and leave no
-// shared-memory region behind.
+// shared-memory region behind. Shared memory is fenced by a required
+// header, which perf_analyzer sends with every call (-H); it names its
+// objects after the tensors, so the server takes any key
+// (-shm-key-prefix=).
 func TestPerfAnalyzer(t *testing.T) {
 	pa := needPerfAnalyzer(t)
 	const batch = 2
-	s := startServer(t, "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-workers", "2")
+	const header, value = "inferbench-shm-key", "s3cret"
+	s := startServer(t, "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-workers", "2",
+		"-shm", "-shm-key-prefix=", "-shm-header", header+"="+value)
 	dir := t.TempDir()
 	requests := regexp.MustCompile(`Client:\s+Request count: (\d+)`)
 	inferences := regexp.MustCompile(`Server:\s+Inference count: (\d+)`)
@@ -78,7 +83,7 @@ func TestPerfAnalyzer(t *testing.T) {
 					// Any three windows will do: this checks that it works,
 					// not what it measures on a busy CI machine.
 					"--stability-percentage", "999",
-					"--shared-memory", shm, "--output-shared-memory-size", strconv.Itoa(4*batch*5), "-f", csvPath)...)
+					"--shared-memory", shm, "--output-shared-memory-size", strconv.Itoa(4*batch*5), "-H", header+":"+value, "-f", csvPath)...)
 				out, err := cmd.CombinedOutput()
 				t.Logf("perf_analyzer:\n%s", out)
 				require.NoError(t, err, "server log:\n%s", s.logText())
@@ -109,10 +114,15 @@ func TestPerfAnalyzer(t *testing.T) {
 				slack := max(2*2*batch, batch*nReq/20)
 				assert.InDelta(t, batch*nReq, nInf, float64(slack), "server inferences against client requests x batch")
 
-				c, err := client.NewHTTP("http://"+s.http, client.HTTPOptions{})
+				req, err := http.NewRequest(http.MethodGet, "http://"+s.http+"/v2/systemsharedmemory/status", nil)
 				require.NoError(t, err)
-				regions, err := c.SystemSharedMemoryStatus(context.Background(), "")
+				req.Header.Set(header, value)
+				resp, err := http.DefaultClient.Do(req)
 				require.NoError(t, err)
+				defer resp.Body.Close()
+				var regions []any
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&regions))
 				assert.Empty(t, regions, "perf_analyzer unregistered its regions")
 			})
 		}

@@ -36,7 +36,7 @@ func serve(t *testing.T) *served {
 	require.NoError(t, err)
 	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
 	require.NoError(t, err)
-	svc := protocol.New(model, protocol.Options{}) // system shared memory in /dev/shm
+	svc := protocol.New(model, protocol.Options{SharedMemory: protocol.SharedMemoryLimits{Enabled: true}}) // system shared memory in /dev/shm
 	hs := httptest.NewServer(svc.HTTPHandler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

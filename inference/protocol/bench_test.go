@@ -142,7 +142,7 @@ func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture 
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc := protocol.New(model, protocol.Options{})
+	svc := protocol.New(model, protocol.Options{SharedMemory: protocol.SharedMemoryLimits{Enabled: true}}) // BenchmarkSharedMemory's
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

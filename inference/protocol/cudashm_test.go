@@ -146,7 +146,7 @@ func TestCudaSharedMemoryInferenceEqualsInProcessBitForBit(t *testing.T) {
 // as bytes, and the answer is the host path's.
 func TestCudaSharedMemoryUINT8(t *testing.T) {
 	be := fakegpu.Wrap(nop.New(), 1)
-	f := newFixture(t, fixtureOpts{cfg: inference.Config{Backend: be}})
+	f := newFixture(t, fixtureOpts{cfg: inference.Config{Backend: be}, opts: shmOn().opts})
 	ctx := context.Background()
 	c := f.grpcClient(t)
 	img := make([]byte, 3*side*side)
@@ -316,7 +316,7 @@ func TestCudaSharedMemoryRegisterBodyIsChecked(t *testing.T) {
 func TestCudaUnregisterWhileInUse(t *testing.T) {
 	g := newGate(cpu.New())
 	be := fakegpu.Wrap(g, 1)
-	f := newFixture(t, fixtureOpts{cfg: inference.Config{Backend: be}})
+	f := newFixture(t, fixtureOpts{cfg: inference.Config{Backend: be}, opts: shmOn().opts})
 	g.armed.Store(true)
 	f.gate = g
 	ctx := context.Background()
@@ -346,7 +346,7 @@ func TestCudaUnregisterWhileInUse(t *testing.T) {
 }
 
 func TestCudaSharedMemoryNeedsTheCudaBackend(t *testing.T) {
-	f := newFixture(t, fixtureOpts{}) // the CPU back-end
+	f := newFixture(t, shmOn()) // the CPU back-end
 	ctx := context.Background()
 	for name, c := range f.cudaClients(t) {
 		assertAnswer(t, name, c.RegisterCudaSharedMemory(ctx, "r", make([]byte, 64), 0, 8),
@@ -369,9 +369,10 @@ func TestCudaSharedMemoryNeedsTheCudaBackend(t *testing.T) {
 		name   string
 		limits protocol.SharedMemoryLimits
 		want   bool
-	}{{"supported", protocol.SharedMemoryLimits{}, true}, {"shared memory off", protocol.SharedMemoryLimits{MaxRegions: -1}, false}} {
+	}{{"supported", protocol.SharedMemoryLimits{Enabled: true}, true}, {"shared memory off", protocol.SharedMemoryLimits{}, false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, be, _ := cudaFixture(t, fixtureOpts{opts: protocol.Options{SharedMemory: tt.limits}})
+			be := fakegpu.Wrap(cpu.New(), 2)
+			f := newFixture(t, fixtureOpts{cfg: inference.Config{Backend: be}, opts: protocol.Options{SharedMemory: tt.limits}})
 			c := f.grpcClient(t)
 			md, err := c.ServerMetadata(ctx)
 			require.NoError(t, err)

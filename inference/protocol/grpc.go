@@ -274,6 +274,9 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			return nil, err
 		}
 	}
+	if err := s.shmCallerGRPC(ctx, inShm, outShm); err != nil {
+		return nil, err
+	}
 	v, ok := req[paramTimeout]
 	timeout, err := timeoutParam(v, ok)
 	if err != nil {

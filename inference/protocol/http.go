@@ -20,7 +20,10 @@ import (
 //	GET  /v2/systemsharedmemory[/region/{name}]/status       registered regions
 //	POST /v2/systemsharedmemory/region/{name}/register       map a region
 //	POST /v2/systemsharedmemory[/region/{name}]/unregister   unmap one or all
-//	     /v2/cudasharedmemory/...                            501: not supported
+//	     /v2/cudasharedmemory/...                            the same for CUDA regions
+//
+// The shared-memory endpoints answer only when shared memory is on, and
+// only calls it admits (SharedMemoryLimits, shmaccess.go).
 //
 // Health answers have empty bodies (200 true, 400 false, as the protocol
 // says); every error elsewhere is {"error": "..."} with its status.

@@ -67,6 +67,9 @@ func (s *Service) infer(w http.ResponseWriter, r *http.Request, m *Model) {
 	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	req, err := s.readHeader(body, r, m)
+	if err == nil {
+		err = s.shmCallerHTTP(r, req.inShm, req.outShm)
+	}
 	if err != nil {
 		s.httpError(w, err)
 		return

@@ -138,7 +138,7 @@ func TestStatisticsAgreeWithStats(t *testing.T) {
 }
 
 func TestServerMetadataReportsTheExtensions(t *testing.T) {
-	f := newFixture(t, fixtureOpts{})
+	f := newFixture(t, shmOn()) // the extensions of a server with shared memory on
 	for name, c := range f.clients(t) {
 		md, err := c.ServerMetadata(context.Background())
 		require.NoError(t, err)

@@ -8,9 +8,9 @@ import (
 
 // Extensions the server may report in its metadata: Triton's binary tensor
 // data, model configuration and statistics extensions, its system
-// shared-memory extension unless Options.SharedMemory turns shared memory
-// off, and its CUDA shared-memory extension when, besides, the model's
-// server reads GPU memory (Server.DeviceIO: the cuda back-end). See
+// shared-memory extension when Options.SharedMemory turns shared memory on,
+// and its CUDA shared-memory extension when, besides, the model's server
+// reads GPU memory (Server.DeviceIO: the cuda back-end). See
 // Service.Extensions.
 var Extensions = []string{"binary_tensor_data", "model_configuration", "statistics", "system_shared_memory", "cuda_shared_memory"}
 
@@ -33,9 +33,8 @@ type Options struct {
 	// gRPC messages are bounded by GRPCLimits (NewGRPCServer,
 	// GRPCServerOptions), by default by this limit too.
 	MaxBodyBytes int64
-	// SharedMemory bounds the shared-memory regions (system and CUDA)
-	// clients register; the zero value allows DefaultMaxRegions regions of at
-	// most DefaultSharedMemoryBytes in all, system ones under /dev/shm.
+	// SharedMemory turns on, bounds and fences the shared-memory regions
+	// (system and CUDA) clients register; the zero value turns them off.
 	SharedMemory SharedMemoryLimits
 	// Requests bound what one inference request may declare (tensors,
 	// parameters, id and string lengths, nesting); see RequestLimits.

@@ -57,6 +57,15 @@ import (
 // (SharedMemoryLimits); a region unregistered but still in use counts until
 // it is undone.
 //
+// The API is fenced (SharedMemoryLimits, shmaccess.go): it is off unless
+// Enabled, and then answers only calls that carry the required header, when
+// one is set; a system region's key must start with KeyPrefix, and its
+// object must be a regular file (not a link, device, FIFO or directory)
+// owned by the server's user with one name (no hard links); regions belong
+// to the namespace their register call named (NamespaceHeader), and only
+// calls of that namespace list, use or unregister them; an object is mapped
+// by one namespace at a time.
+//
 // What this cannot prevent: the client owns the memory. A client that
 // shrinks a system region's object (ftruncate) below the region while the
 // server uses it makes the server's next access to the lost pages fault
@@ -76,14 +85,30 @@ const (
 	DefaultSharedMemoryBytes = 16 << 30
 	// DefaultSharedMemoryDir is where Linux keeps POSIX shared-memory objects.
 	DefaultSharedMemoryDir = "/dev/shm"
+	// DefaultKeyPrefix is the key prefix cmd/inferbench serve requires
+	// (-shm-key-prefix) unless told otherwise.
+	DefaultKeyPrefix = "inferbench-"
 )
 
-// SharedMemoryLimits bound the shared-memory regions, system and CUDA,
-// clients may register.
+// SharedMemoryLimits turn on, bound and fence the shared-memory API: the
+// regions, system and CUDA, clients may register, and who may call it. The
+// zero value turns it off.
 type SharedMemoryLimits struct {
-	// MaxRegions bounds the regions mapped at once; 0 means
-	// DefaultMaxRegions, and a negative value turns shared memory off
-	// (registration fails, and neither extension is reported).
+	// Enabled turns the API on. When false, every call of it (register,
+	// unregister, status, and an inference request that names a region) is
+	// answered as by a server without the extensions (400, Unimplemented),
+	// and neither extension is reported in the server metadata.
+	Enabled bool
+	// KeyPrefix is what every system region's key must start with, after
+	// its leading slashes, so that clients can map only objects made for
+	// this server; "" allows any key.
+	KeyPrefix string
+	// Header, when not "", names a header every call of the API must carry
+	// with the value HeaderValue, or be refused (403, PermissionDenied); see
+	// ParseRequiredHeader.
+	Header, HeaderValue string
+	// MaxRegions bounds the regions mapped at once; 0 or less means
+	// DefaultMaxRegions.
 	MaxRegions int
 	// MaxBytes bounds their total byte size; 0 means
 	// DefaultSharedMemoryBytes.
@@ -94,7 +119,7 @@ type SharedMemoryLimits struct {
 }
 
 func (l SharedMemoryLimits) withDefaults() SharedMemoryLimits {
-	if l.MaxRegions == 0 {
+	if l.MaxRegions <= 0 {
 		l.MaxRegions = DefaultMaxRegions
 	}
 	if l.MaxBytes <= 0 {
@@ -121,9 +146,12 @@ func (k regionKind) String() string {
 	return "system"
 }
 
+// regionKey names a region: its namespace (NamespaceHeader) and its name.
+type regionKey struct{ ns, name string }
+
 // shmRegion is one registered region and its mapping.
 type shmRegion struct {
-	name string
+	regionKey
 	kind regionKind
 	size uint64 // bytes, as registered
 	// System regions.
@@ -132,6 +160,8 @@ type shmRegion struct {
 	mapping []byte // what mmap returned: whole pages holding the region
 	data    []byte // the region itself, size bytes of mapping
 	start   uint64 // offset of mapping[0] in the object (page-aligned)
+	objDev  uint64 // the object's device and inode: one object, one namespace
+	objIno  uint64
 	// CUDA regions: the device as registered, and the memory OpenIPC mapped.
 	device int64
 	dev    inference.DeviceMemory
@@ -148,6 +178,7 @@ type shmRegion struct {
 // for concurrent use.
 type shmRegistry struct {
 	limits SharedMemoryLimits
+	access shmAccess
 	// pin prepares a new mapping for direct copies (Server.RegisterHost);
 	// when it fails, the region is used unprepared and log says why.
 	pin func([]byte) (func() error, error)
@@ -163,7 +194,7 @@ type shmRegistry struct {
 	regMu sync.Mutex
 
 	mu      sync.Mutex
-	byName  map[string]*shmRegion
+	byName  map[regionKey]*shmRegion
 	regions int   // mapped now, including unregistered ones still in use
 	bytes   int64 // their registered sizes
 	errs    []error
@@ -173,7 +204,7 @@ type shmRegistry struct {
 type ipcOpener = func(handle []byte, device int, size int64) (inference.DeviceMemory, func() error, error)
 
 func newSHMRegistry(limits SharedMemoryLimits, srv *inference.Server, log *slog.Logger) *shmRegistry {
-	r := &shmRegistry{limits: limits.withDefaults(), pin: srv.RegisterHost, backend: srv.BackendName(), log: log, byName: map[string]*shmRegion{}}
+	r := &shmRegistry{limits: limits.withDefaults(), access: newSHMAccess(limits), pin: srv.RegisterHost, backend: srv.BackendName(), log: log, byName: map[regionKey]*shmRegion{}}
 	if srv.DeviceIO() {
 		r.openIPC = srv.OpenIPC
 	}
@@ -181,10 +212,10 @@ func newSHMRegistry(limits SharedMemoryLimits, srv *inference.Server, log *slog.
 }
 
 // enabled reports whether clients may register system regions.
-func (r *shmRegistry) enabled() bool { return r.limits.MaxRegions > 0 && shmSupported }
+func (r *shmRegistry) enabled() bool { return r.limits.Enabled && shmSupported }
 
 // cudaEnabled reports whether clients may register CUDA regions.
-func (r *shmRegistry) cudaEnabled() bool { return r.limits.MaxRegions > 0 && r.openIPC != nil }
+func (r *shmRegistry) cudaEnabled() bool { return r.limits.Enabled && r.openIPC != nil }
 
 // alreadyExists is a name taken: 409, AlreadyExists.
 func alreadyExists(format string, args ...any) *Error {
@@ -193,24 +224,28 @@ func alreadyExists(format string, args ...any) *Error {
 
 // checkKey turns a POSIX shared-memory name into the object's file name as
 // glibc's shm_open does: leading slashes dropped, and no other slash, no
-// "." or "..", nothing empty.
-func checkKey(key string) (string, error) {
+// "." or "..", nothing empty; the name must start with prefix.
+func checkKey(key, prefix string) (string, error) {
 	file := strings.TrimLeft(key, "/")
 	if file == "" || file == "." || file == ".." || strings.ContainsAny(file, "/\x00") || len(file) > 255 {
 		return "", badRequest("shared-memory key %q: want a POSIX shared-memory name, \"/name\" with no other slash", key)
 	}
+	if !strings.HasPrefix(file, prefix) {
+		return "", badRequest("shared-memory key %q: this server maps only objects whose names start with %q (\"/%sname\")", key, prefix, prefix)
+	}
 	return file, nil
 }
 
-// register maps a new system region.
-func (r *shmRegistry) register(name, key string, offset, size uint64) error {
+// register maps a new system region of namespace ns. The caller checked
+// that the call may use the API (shmRegistry.callerHTTP, callerGRPC).
+func (r *shmRegistry) register(ns, name, key string, offset, size uint64) error {
 	if !r.enabled() {
-		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented, Msg: "system shared memory is turned off on this server"}
+		return errSystemOff
 	}
 	if err := checkRegionName(name); err != nil {
 		return err
 	}
-	file, err := checkKey(key)
+	file, err := checkKey(key, r.limits.KeyPrefix)
 	if err != nil {
 		return err
 	}
@@ -219,12 +254,16 @@ func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 	}
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
-	if err := r.room(name, size); err != nil {
+	id := regionKey{ns, name}
+	if err := r.room(id, size); err != nil {
 		return err
 	}
-	reg := &shmRegion{name: name, kind: systemRegion, key: key, offset: offset, size: size}
+	reg := &shmRegion{regionKey: id, kind: systemRegion, key: key, offset: offset, size: size}
 	if err := mapRegion(reg, r.limits.Dir, file); err != nil {
 		return err
+	}
+	if err := r.ownObject(reg); err != nil {
+		return errors.Join(err, unmapRegion(reg))
 	}
 	if reg.unregister, err = r.pin(reg.mapping); err != nil {
 		// The region still works: the back-end copies from it as from any
@@ -236,12 +275,13 @@ func (r *shmRegistry) register(name, key string, offset, size uint64) error {
 	return nil
 }
 
-// registerCUDA maps a new CUDA region: size bytes of the device allocation
-// whose CUDA IPC handle is handle, on the GPU with ordinal device.
-func (r *shmRegistry) registerCUDA(name string, handle []byte, device int64, size uint64) error {
+// registerCUDA maps a new CUDA region of namespace ns: size bytes of the
+// device allocation whose CUDA IPC handle is handle, on the GPU with ordinal
+// device. The caller checked that the call may use the API.
+func (r *shmRegistry) registerCUDA(ns, name string, handle []byte, device int64, size uint64) error {
 	switch {
-	case r.limits.MaxRegions <= 0:
-		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented, Msg: "shared memory is turned off on this server"}
+	case !r.limits.Enabled:
+		return errCUDAOff
 	case r.openIPC == nil:
 		return &Error{Status: http.StatusBadRequest, Code: codes.Unimplemented,
 			Msg: fmt.Sprintf("CUDA shared memory needs the cuda back-end, and this server runs %s; use system shared memory (the system_shared_memory extension)", r.backend)}
@@ -259,14 +299,15 @@ func (r *shmRegistry) registerCUDA(name string, handle []byte, device int64, siz
 	}
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
-	if err := r.room(name, size); err != nil {
+	id := regionKey{ns, name}
+	if err := r.room(id, size); err != nil {
 		return err
 	}
 	mem, unmap, err := r.openIPC(handle, int(device), int64(size))
 	if err != nil {
 		return badRequest("CUDA shared-memory region %q: %v", name, err)
 	}
-	r.add(&shmRegion{name: name, kind: cudaRegion, size: size, device: device, dev: mem, unregister: unmap})
+	r.add(&shmRegion{regionKey: id, kind: cudaRegion, size: size, device: device, dev: mem, unregister: unmap})
 	return nil
 }
 
@@ -278,11 +319,28 @@ func checkRegionName(name string) error {
 	return nil
 }
 
-// room fails when name is taken or a new region of size bytes would pass
-// the limits. The caller holds regMu, so nothing registers meanwhile.
-func (r *shmRegistry) room(name string, size uint64) error {
+// ownObject fails when another namespace has a region of reg's object
+// mapped: a client that learnt another's key cannot read its inputs or
+// write its outputs through a region of its own. The caller holds regMu.
+func (r *shmRegistry) ownObject(reg *shmRegion) error {
 	r.mu.Lock()
-	old, taken := r.byName[name]
+	defer r.mu.Unlock()
+	for id, other := range r.byName {
+		if other.kind == systemRegion && other.objDev == reg.objDev && other.objIno == reg.objIno && id.ns != reg.ns {
+			return &Error{Status: http.StatusForbidden, Code: codes.PermissionDenied,
+				Msg: fmt.Sprintf("shared-memory region %q: object %q is mapped by a region of another namespace (%s header); an object serves one namespace at a time", reg.name, reg.key, NamespaceHeader)}
+		}
+	}
+	return nil
+}
+
+// room fails when name is taken in its namespace or a new region of size
+// bytes would pass the limits. The caller holds regMu, so nothing registers
+// meanwhile.
+func (r *shmRegistry) room(id regionKey, size uint64) error {
+	name := id.name
+	r.mu.Lock()
+	old, taken := r.byName[id]
 	regions, bytes := r.regions, r.bytes
 	r.mu.Unlock()
 	switch {
@@ -302,18 +360,21 @@ func (r *shmRegistry) room(name string, size uint64) error {
 // and room said yes.
 func (r *shmRegistry) add(reg *shmRegion) {
 	r.mu.Lock()
-	r.byName[reg.name] = reg
+	r.byName[reg.regionKey] = reg
 	r.regions++
 	r.bytes += int64(reg.size)
 	r.mu.Unlock()
 }
 
-// unregister removes the region of kind called name, or every region of
-// kind when name is empty. As Triton does, an unknown name, or the name of a
-// region of the other kind, is not an error (and leaves it alone). A region
-// in use is undone when its last request is answered.
-func (r *shmRegistry) unregister(name string, kind regionKind) error {
-	return r.unregisterIf(func(reg *shmRegion) bool { return (name == "" || reg.name == name) && reg.kind == kind })
+// unregister removes namespace ns's region of kind called name, or every
+// region of kind in ns when name is empty. As Triton does, an unknown name,
+// or the name of a region of the other kind, is not an error (and leaves it
+// alone); so is the name of another namespace's region, which stays. A
+// region in use is undone when its last request is answered.
+func (r *shmRegistry) unregister(ns, name string, kind regionKind) error {
+	return r.unregisterIf(func(reg *shmRegion) bool {
+		return reg.ns == ns && (name == "" || reg.name == name) && reg.kind == kind
+	})
 }
 
 // unregisterIf removes the regions for which match is true.
@@ -369,13 +430,13 @@ type regionStatus struct {
 	ByteSize uint64
 }
 
-// status lists the region of kind called name, or every region of kind (by
-// name) when name is empty.
-func (r *shmRegistry) status(name string, kind regionKind) ([]regionStatus, error) {
+// status lists namespace ns's region of kind called name, or every region
+// of kind in ns (by name) when name is empty.
+func (r *shmRegistry) status(ns, name string, kind regionKind) ([]regionStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if name != "" {
-		reg := r.byName[name]
+		reg := r.byName[regionKey{ns, name}]
 		switch {
 		case reg == nil:
 			return nil, notFound("unknown %s shared-memory region %q", kind, name)
@@ -384,19 +445,21 @@ func (r *shmRegistry) status(name string, kind regionKind) ([]regionStatus, erro
 		}
 	}
 	var out []regionStatus
-	for n, reg := range r.byName {
-		if (name == "" || n == name) && reg.kind == kind {
-			out = append(out, regionStatus{Name: n, Key: reg.key, Offset: reg.offset, DeviceID: reg.device, ByteSize: reg.size})
+	for id, reg := range r.byName {
+		if id.ns == ns && (name == "" || id.name == name) && reg.kind == kind {
+			out = append(out, regionStatus{Name: id.name, Key: reg.key, Offset: reg.offset, DeviceID: reg.device, ByteSize: reg.size})
 		}
 	}
 	slices.SortFunc(out, func(a, b regionStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-// shmRef is a tensor's shared-memory parameters.
+// shmRef is a tensor's shared-memory parameters, and the namespace of the
+// request that named them (set by Service.shmCaller).
 type shmRef struct {
 	region       string
 	offset, size int64
+	ns           string
 }
 
 // Parameter names of the shared-memory extension.
@@ -456,7 +519,7 @@ func (r *shmRegistry) acquire(where string, ref *shmRef, want int64, exact bool,
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	reg := r.byName[ref.region]
+	reg := r.byName[regionKey{ref.ns, ref.region}]
 	if reg == nil {
 		return shmView{}, nil, notFound("%s: unknown shared-memory region %q (register it first)", where, ref.region)
 	}

@@ -36,6 +36,7 @@ func TestSharedMemoryOnCUDA(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			o := fixtureOpts{cfg: inference.Config{BackendName: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}}
 			o.opts.SharedMemory.Dir = dir
+			o.opts.SharedMemory.Enabled = true
 			f := newFixture(t, o)
 			ctx := context.Background()
 			in := newObject(t, dir, "/in", 4*imageBytes)

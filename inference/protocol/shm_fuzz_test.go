@@ -38,16 +38,16 @@ func fuzzSHMService(t testing.TB) *Service {
 	require.NoError(t, err)
 	model, err := NewModel(srv, ModelConfig{})
 	require.NoError(t, err)
-	s := New(model, Options{MaxBodyBytes: 64 << 10, SharedMemory: SharedMemoryLimits{Dir: dir, MaxRegions: 4, MaxBytes: 1 << 20}})
+	s := New(model, Options{MaxBodyBytes: 64 << 10, SharedMemory: SharedMemoryLimits{Enabled: true, Dir: dir, MaxRegions: 4, MaxBytes: 1 << 20}})
 	t.Cleanup(func() { s.Close(); srv.Close() })
 	for key, size := range map[string]int{"in": 2*img + 3, "out": 4*2*model.classes + 3, "free": 64 << 10} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, key), make([]byte, size), 0o600))
 	}
-	require.NoError(t, s.shm.register("in", "/in", 0, uint64(2*img+3)))
-	require.NoError(t, s.shm.register("out", "/out", 0, uint64(4*2*model.classes+3)))
+	require.NoError(t, s.shm.register("", "in", "/in", 0, uint64(2*img+3)))
+	require.NoError(t, s.shm.register("", "out", "/out", 0, uint64(4*2*model.classes+3)))
 	cin, cout := be.Alloc(0, 2*img+3), be.Alloc(0, 4*2*model.classes+3)
-	require.NoError(t, s.shm.registerCUDA("cin", cin.Handle[:], 0, uint64(2*img+3)))
-	require.NoError(t, s.shm.registerCUDA("cout", cout.Handle[:], 0, uint64(4*2*model.classes+3)))
+	require.NoError(t, s.shm.registerCUDA("", "cin", cin.Handle[:], 0, uint64(2*img+3)))
+	require.NoError(t, s.shm.registerCUDA("", "cout", cout.Handle[:], 0, uint64(4*2*model.classes+3)))
 	return s
 }
 
@@ -126,7 +126,7 @@ func FuzzSharedMemoryHTTP(f *testing.F) {
 		require.LessOrEqual(t, regions, 4, "regions")
 		require.LessOrEqual(t, bytes, int64(1<<20), "bytes")
 		if method == "POST" && w.Code == 200 {
-			s.shm.unregister("r", systemRegion) // keep room for the next input
+			s.shm.unregister("", "r", systemRegion) // keep room for the next input
 		}
 	})
 }

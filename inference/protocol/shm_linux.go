@@ -21,8 +21,9 @@ const shmSupported = true
 func mapRegion(reg *shmRegion, dir, file string) error {
 	path := filepath.Join(dir, file)
 	// O_NOFOLLOW: a key names an object, never a symbolic link to some other
-	// file the server could open.
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// file the server could open. O_NONBLOCK: opening a FIFO does not wait
+	// for a writer (fstat below refuses it).
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return badRequest("shared-memory region %q: key %q: no such shared-memory object (%s)", reg.name, reg.key, path)
@@ -34,9 +35,18 @@ func mapRegion(reg *shmRegion, dir, file string) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return badRequest("shared-memory region %q: key %q: %v", reg.name, reg.key, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	// Only an object made for the server: a regular file (not a device, a
+	// FIFO or a directory), of the server's own user, with no other name (a
+	// hard link would let a key reach an object that lacks the prefix).
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return badRequest("shared-memory region %q: key %q is not a shared-memory object (%s is not a regular file)", reg.name, reg.key, path)
+	case st.Uid != uint32(os.Geteuid()):
+		return badRequest("shared-memory region %q: object %q belongs to user %d; this server maps only objects of its own user (%d)", reg.name, reg.key, st.Uid, os.Geteuid())
+	case st.Nlink != 1:
+		return badRequest("shared-memory region %q: object %q has %d names (hard links); this server maps only objects with one", reg.name, reg.key, st.Nlink)
 	}
+	reg.objDev, reg.objIno = uint64(st.Dev), uint64(st.Ino)
 	objSize := uint64(st.Size)
 	if reg.offset > objSize || reg.size > objSize-reg.offset {
 		return badRequest("shared-memory region %q: object %q holds %d bytes: offset %d + byte_size %d runs past its end", reg.name, reg.key, objSize, reg.offset, reg.size)

@@ -38,10 +38,12 @@ import (
 
 const imageBytes = 4 * 3 * side * side
 
-// shmFixture is a fixture whose shared-memory objects live in dir.
+// shmFixture is a fixture with the shared-memory API on, whose
+// shared-memory objects live in dir.
 func shmFixture(t *testing.T, o fixtureOpts) (*fixture, string) {
 	dir := t.TempDir()
 	o.opts.SharedMemory.Dir = dir
+	o.opts.SharedMemory.Enabled = true
 	return newFixture(t, o), dir
 }
 
@@ -503,19 +505,19 @@ func TestRegionsAreRegisteredWithTheBackendOnceAndUndoneAfterTheirLastRequest(t 
 
 func TestSharedMemoryExtensionCanBeTurnedOff(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		limits protocol.SharedMemoryLimits
-		want   bool
-	}{{"default", protocol.SharedMemoryLimits{}, true}, {"off", protocol.SharedMemoryLimits{MaxRegions: -1}, false}} {
+		name    string
+		enabled bool
+	}{{"on", true}, {"off (the default)", false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, dir := shmFixture(t, fixtureOpts{opts: protocol.Options{SharedMemory: tt.limits}})
+			dir := t.TempDir()
+			f := newFixture(t, fixtureOpts{opts: protocol.Options{SharedMemory: protocol.SharedMemoryLimits{Enabled: tt.enabled, Dir: dir}}})
 			newObject(t, dir, "/in", 8)
 			for name, c := range f.shmClients(t) {
 				md, err := c.ServerMetadata(context.Background())
 				require.NoError(t, err)
-				assert.Equal(t, tt.want, contains(md.Extensions, "system_shared_memory"), name)
+				assert.Equal(t, tt.enabled, contains(md.Extensions, "system_shared_memory"), name)
 				err = c.RegisterSystemSharedMemory(context.Background(), "r-"+name, "/in", 0, 8)
-				if tt.want {
+				if tt.enabled {
 					assert.NoError(t, err, name)
 				} else {
 					assert.ErrorContains(t, err, "system shared memory is turned off on this server", name)

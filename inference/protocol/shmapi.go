@@ -23,12 +23,12 @@ const maxRegisterBody = 64 << 10
 //	POST /v2/systemsharedmemory/region/{name}/register   {"key", "offset", "byte_size"}
 //	POST /v2/systemsharedmemory[/region/{name}]/unregister
 func (s *Service) serveSystemSHM(w http.ResponseWriter, r *http.Request, parts []string) {
-	s.serveSHM(w, r, parts, systemRegion, func(name string, body io.Reader) error {
+	s.serveSHM(w, r, parts, systemRegion, func(ns, name string, body io.Reader) error {
 		req, err := decodeRegister(body)
 		if err != nil {
 			return err
 		}
-		return s.shm.register(name, req.key, req.offset, req.size)
+		return s.shm.register(ns, name, req.key, req.offset, req.size)
 	})
 }
 
@@ -39,24 +39,34 @@ func (s *Service) serveSystemSHM(w http.ResponseWriter, r *http.Request, parts [
 //	POST /v2/cudasharedmemory/region/{name}/register   {"raw_handle": {"b64"}, "device_id", "byte_size"}
 //	POST /v2/cudasharedmemory[/region/{name}]/unregister
 func (s *Service) serveCudaSHM(w http.ResponseWriter, r *http.Request, parts []string) {
-	s.serveSHM(w, r, parts, cudaRegion, func(name string, body io.Reader) error {
+	s.serveSHM(w, r, parts, cudaRegion, func(ns, name string, body io.Reader) error {
 		req, err := decodeCudaRegister(body)
 		if err != nil {
 			return err
 		}
-		return s.shm.registerCUDA(name, req.handle, req.device, req.size)
+		return s.shm.registerCUDA(ns, name, req.handle, req.device, req.size)
 	})
 }
 
-// serveSHM answers one shared-memory API call on regions of kind; register
-// decodes a registration's body and registers the region.
-func (s *Service) serveSHM(w http.ResponseWriter, r *http.Request, parts []string, kind regionKind, register func(name string, body io.Reader) error) {
+// serveSHM answers one shared-memory API call on regions of kind, once the
+// call is admitted (shmaccess.go); register decodes a registration's body
+// and registers the region in the caller's namespace.
+func (s *Service) serveSHM(w http.ResponseWriter, r *http.Request, parts []string, kind regionKind, register func(ns, name string, body io.Reader) error) {
+	off := s.shm.systemOff()
+	if kind == cudaRegion {
+		off = s.shm.cudaOff()
+	}
+	ns, err := s.shm.callerHTTP(r.Header, off)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
 	name, action, ok := shmRoute(parts)
 	switch {
 	case !ok:
 		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
 	case action == "status":
-		list, err := s.shm.status(name, kind)
+		list, err := s.shm.status(ns, name, kind)
 		if err != nil {
 			s.httpError(w, err)
 			return
@@ -66,12 +76,12 @@ func (s *Service) serveSHM(w http.ResponseWriter, r *http.Request, parts []strin
 		if !s.post(w, r) {
 			return
 		}
-		s.answerEmpty(w, register(name, http.MaxBytesReader(w, r.Body, maxRegisterBody)))
+		s.answerEmpty(w, register(ns, name, http.MaxBytesReader(w, r.Body, maxRegisterBody)))
 	case action == "unregister":
 		if !s.post(w, r) {
 			return
 		}
-		s.answerEmpty(w, s.shm.unregister(name, kind))
+		s.answerEmpty(w, s.shm.unregister(ns, name, kind))
 	default:
 		s.httpError(w, notFound("no such endpoint %q", r.URL.Path))
 	}
@@ -250,8 +260,12 @@ func uintField(name string, n json.Number) (uint64, error) {
 	return v, nil
 }
 
-func (g grpcService) SystemSharedMemoryStatus(_ context.Context, r *v2pb.SystemSharedMemoryStatusRequest) (*v2pb.SystemSharedMemoryStatusResponse, error) {
-	list, err := g.s.shm.status(r.GetName(), systemRegion)
+func (g grpcService) SystemSharedMemoryStatus(ctx context.Context, r *v2pb.SystemSharedMemoryStatusRequest) (*v2pb.SystemSharedMemoryStatusResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.systemOff())
+	if err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	list, err := g.s.shm.status(ns, r.GetName(), systemRegion)
 	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
@@ -262,22 +276,34 @@ func (g grpcService) SystemSharedMemoryStatus(_ context.Context, r *v2pb.SystemS
 	return resp, nil
 }
 
-func (g grpcService) SystemSharedMemoryRegister(_ context.Context, r *v2pb.SystemSharedMemoryRegisterRequest) (*v2pb.SystemSharedMemoryRegisterResponse, error) {
-	if err := g.s.shm.register(r.GetName(), r.GetKey(), r.GetOffset(), r.GetByteSize()); err != nil {
+func (g grpcService) SystemSharedMemoryRegister(ctx context.Context, r *v2pb.SystemSharedMemoryRegisterRequest) (*v2pb.SystemSharedMemoryRegisterResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.systemOff())
+	if err == nil {
+		err = g.s.shm.register(ns, r.GetName(), r.GetKey(), r.GetOffset(), r.GetByteSize())
+	}
+	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
 	return &v2pb.SystemSharedMemoryRegisterResponse{}, nil
 }
 
-func (g grpcService) SystemSharedMemoryUnregister(_ context.Context, r *v2pb.SystemSharedMemoryUnregisterRequest) (*v2pb.SystemSharedMemoryUnregisterResponse, error) {
-	if err := g.s.shm.unregister(r.GetName(), systemRegion); err != nil {
+func (g grpcService) SystemSharedMemoryUnregister(ctx context.Context, r *v2pb.SystemSharedMemoryUnregisterRequest) (*v2pb.SystemSharedMemoryUnregisterResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.systemOff())
+	if err == nil {
+		err = g.s.shm.unregister(ns, r.GetName(), systemRegion)
+	}
+	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
 	return &v2pb.SystemSharedMemoryUnregisterResponse{}, nil
 }
 
-func (g grpcService) CudaSharedMemoryStatus(_ context.Context, r *v2pb.CudaSharedMemoryStatusRequest) (*v2pb.CudaSharedMemoryStatusResponse, error) {
-	list, err := g.s.shm.status(r.GetName(), cudaRegion)
+func (g grpcService) CudaSharedMemoryStatus(ctx context.Context, r *v2pb.CudaSharedMemoryStatusRequest) (*v2pb.CudaSharedMemoryStatusResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.cudaOff())
+	if err != nil {
+		return nil, g.s.grpcError(err)
+	}
+	list, err := g.s.shm.status(ns, r.GetName(), cudaRegion)
 	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
@@ -288,15 +314,23 @@ func (g grpcService) CudaSharedMemoryStatus(_ context.Context, r *v2pb.CudaShare
 	return resp, nil
 }
 
-func (g grpcService) CudaSharedMemoryRegister(_ context.Context, r *v2pb.CudaSharedMemoryRegisterRequest) (*v2pb.CudaSharedMemoryRegisterResponse, error) {
-	if err := g.s.shm.registerCUDA(r.GetName(), r.GetRawHandle(), r.GetDeviceId(), r.GetByteSize()); err != nil {
+func (g grpcService) CudaSharedMemoryRegister(ctx context.Context, r *v2pb.CudaSharedMemoryRegisterRequest) (*v2pb.CudaSharedMemoryRegisterResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.cudaOff())
+	if err == nil {
+		err = g.s.shm.registerCUDA(ns, r.GetName(), r.GetRawHandle(), r.GetDeviceId(), r.GetByteSize())
+	}
+	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
 	return &v2pb.CudaSharedMemoryRegisterResponse{}, nil
 }
 
-func (g grpcService) CudaSharedMemoryUnregister(_ context.Context, r *v2pb.CudaSharedMemoryUnregisterRequest) (*v2pb.CudaSharedMemoryUnregisterResponse, error) {
-	if err := g.s.shm.unregister(r.GetName(), cudaRegion); err != nil {
+func (g grpcService) CudaSharedMemoryUnregister(ctx context.Context, r *v2pb.CudaSharedMemoryUnregisterRequest) (*v2pb.CudaSharedMemoryUnregisterResponse, error) {
+	ns, err := g.s.shm.callerGRPC(ctx, g.s.shm.cudaOff())
+	if err == nil {
+		err = g.s.shm.unregister(ns, r.GetName(), cudaRegion)
+	}
+	if err != nil {
 		return nil, g.s.grpcError(err)
 	}
 	return &v2pb.CudaSharedMemoryUnregisterResponse{}, nil

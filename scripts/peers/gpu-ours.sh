@@ -49,9 +49,11 @@ exec > >(tee -a "$log") 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 "$PA" --version 2>&1 | head -1 || true
 
+# Shared memory on for the -shm transports; perf_analyzer names its objects
+# after the tensors, so any key is taken (-shm-key-prefix=), on loopback.
 # shellcheck disable=SC2086
 "$B/inferbench" serve $SERVE_FLAGS -max-batch "$MAX_BATCH" -batches "${BATCHES// /,}" -max-queue 4096 \
-	-http-addr 127.0.0.1:8000 -grpc-addr 127.0.0.1:8001 -metrics-addr 127.0.0.1:8002 >"$OUT/serve.log" 2>&1 &
+	-shm -shm-key-prefix= -http-addr 127.0.0.1:8000 -grpc-addr 127.0.0.1:8001 -metrics-addr 127.0.0.1:8002 >"$OUT/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 120); do
 	grep -q 'msg=serving' "$OUT/serve.log" && break

@@ -59,7 +59,8 @@ def parse_args(argv):
 
 
 class Region:
-    """A POSIX shared-memory object registered with the server."""
+    """A POSIX shared-memory object registered with the server (its name
+    starts with inferbench serve's default -shm-key-prefix)."""
 
     def __init__(self, client, name, nbytes):
         self.name = name
@@ -94,7 +95,7 @@ class SUT:
         self.dims = dims
         self.image_bytes = 4 * int(np.prod(dims))
         n = args.samples
-        self.images = Region(self.client, f"lg_in_{os.getpid()}", n * self.image_bytes)
+        self.images = Region(self.client, f"inferbench-lg-in-{os.getpid()}", n * self.image_bytes)
         view = np.ndarray((n, *dims), dtype=np.float32, buffer=self.images.shm.buf)
         view[:] = np.random.default_rng(args.seed).random((n, *dims), dtype=np.float32)
         self.view = view
@@ -103,8 +104,8 @@ class SUT:
         self.errors_lock = threading.Lock()
         if args.scenario == "Offline":
             b = args.batch_sample
-            self.slots = Region(self.client, f"lg_slots_{os.getpid()}", args.inflight * b * self.image_bytes)
-            self.outs = Region(self.client, f"lg_out_{os.getpid()}", args.inflight * b * 4 * self.classes)
+            self.slots = Region(self.client, f"inferbench-lg-slots-{os.getpid()}", args.inflight * b * self.image_bytes)
+            self.outs = Region(self.client, f"inferbench-lg-out-{os.getpid()}", args.inflight * b * 4 * self.classes)
             self.regions += [self.slots, self.outs]
             self.slot_view = np.ndarray((args.inflight, b, *dims), dtype=np.float32, buffer=self.slots.shm.buf)
 

@@ -8,9 +8,12 @@ PyPI's tritonclient, HTTP and gRPC, and its system shared-memory helpers
   1. metadata, model configuration and statistics over both transports;
   2. inference over HTTP (binary tensor data, then JSON numbers) and gRPC;
   3. system shared memory: create an input and an output region with the
-     client's helpers, register them over each transport, infer with the
-     input and the output in shared memory, check the status, unregister,
-     destroy the regions;
+     client's helpers (keys with serve's -shm-key-prefix, "inferbench-"),
+     register them over each transport, infer with the input and the output
+     in shared memory, check the status, unregister, destroy the regions;
+     with --shm-header, every shared-memory call sends that header (over
+     gRPC in Triton's spelling, triton-grpc-protocol-<name>) and a status
+     call without it must be refused;
   4. streaming inference (ModelStreamInfer) through the gRPC client's
      stream API: several requests on one stream, each answer found by its
      request id, and a failing request answered with an error on the same
@@ -22,7 +25,7 @@ input and the expected logits are raw little-endian float32 files.
 Prints one "ok" line per check; exits 1 at the first mismatch.
 
   python3 scripts/peers/tritonclient_check.py --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 \\
-      --input in.f32 --shape 2,3,32,32 --want logits.f32 --classes 5
+      --input in.f32 --shape 2,3,32,32 --want logits.f32 --classes 5 [--shm-header name=value]
 """
 
 import argparse
@@ -86,6 +89,7 @@ def main():
     p.add_argument("--shape", required=True, help="n,c,h,w of the input")
     p.add_argument("--want", required=True, help="raw little-endian float32 logits the server answers in-process")
     p.add_argument("--classes", type=int, required=True)
+    p.add_argument("--shm-header", default="", help="name=value the server requires of shared-memory calls (serve -shm-header)")
     a = p.parse_args()
 
     shape = [int(x) for x in a.shape.split(",")]
@@ -94,6 +98,10 @@ def main():
     hc = httpclient.InferenceServerClient(a.http)
     gc = grpcclient.InferenceServerClient(a.grpc)
     clients = {"http": (hc, httpclient), "grpc": (gc, grpcclient)}
+    headers = {"http": None, "grpc": None}
+    if a.shm_header:
+        key, value = a.shm_header.split("=", 1)
+        headers = {"http": {key: value}, "grpc": {"triton-grpc-protocol-" + key: value}}
 
     # 1. Health, metadata, configuration.
     for name, (c, _) in clients.items():
@@ -114,17 +122,26 @@ def main():
         same_bits(name, r.as_numpy("logits"), want)
 
     # 3. System shared memory through the client's own helpers.
-    tag = f"inferbench_{os.getpid()}"
+    tag = f"inferbench-{os.getpid()}"
     in_bytes, out_bytes = images.nbytes, want.nbytes
     in_region = shm.create_shared_memory_region(f"{tag}_in", f"/{tag}_in", in_bytes)
     out_region = shm.create_shared_memory_region(f"{tag}_out", f"/{tag}_out", out_bytes)
     try:
         shm.set_shared_memory_region(in_region, [images])
         for name, (c, mod) in clients.items():
-            c.unregister_system_shared_memory()
-            c.register_system_shared_memory("in", f"/{tag}_in", in_bytes)
-            c.register_system_shared_memory("out", f"/{tag}_out", out_bytes)
-            status = c.get_system_shared_memory_status()
+            h = headers[name]
+            if h:
+                try:
+                    c.get_system_shared_memory_status()
+                    fail(f"{name} shared memory: a status call without the required header was answered")
+                except Exception as e:  # tritonclient's InferenceServerException
+                    if "restricted" not in str(e):
+                        fail(f"{name} shared memory: a call without the required header failed otherwise: {e}")
+                    print(f"ok {name} shared memory: a call without the required header is refused: {e}")
+            c.unregister_system_shared_memory(headers=h)
+            c.register_system_shared_memory("in", f"/{tag}_in", in_bytes, headers=h)
+            c.register_system_shared_memory("out", f"/{tag}_out", out_bytes, headers=h)
+            status = c.get_system_shared_memory_status(headers=h)
             names = sorted(r["name"] for r in status) if isinstance(status, list) else sorted(status.regions.keys())
             if names != ["in", "out"]:
                 fail(f"{name} shared memory: status lists {names}, want ['in', 'out']")
@@ -133,14 +150,14 @@ def main():
             inp.set_shared_memory("in", in_bytes)
             out = mod.InferRequestedOutput("logits") if mod is grpcclient else mod.InferRequestedOutput("logits", binary_data=True)
             out.set_shared_memory("out", out_bytes)
-            r = c.infer(a.model, [inp], outputs=[out])
+            r = c.infer(a.model, [inp], outputs=[out], headers=h)
             o = r.get_output("logits")
             if o is None:
                 fail(f"{name} shared memory: no output named logits in the response")
             same_bits(f"{name} shared memory", shm.get_contents_as_numpy(out_region, np.float32, want.shape), want)
-            c.unregister_system_shared_memory("in")
-            c.unregister_system_shared_memory("out")
-            status = c.get_system_shared_memory_status()
+            c.unregister_system_shared_memory("in", headers=h)
+            c.unregister_system_shared_memory("out", headers=h)
+            status = c.get_system_shared_memory_status(headers=h)
             left = status if isinstance(status, list) else list(status.regions.keys())
             if left:
                 fail(f"{name} shared memory: regions left after unregister: {left}")
