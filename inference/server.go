@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -136,6 +139,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.warm.Setup = time.Since(start)
 	s.info = s.eng.Info()
+	if set := switches.Set(); len(set) > 0 {
+		// Copied: the engine's slice is its own.
+		s.info.Config = append(slices.Clip(s.info.Config), backend.KV{Key: "switches", Value: strings.Join(set, " ")})
+	}
 	s.warm.Parts = s.info.Setup
 	s.workers = s.eng.Workers()
 	s.deviceUint8 = true
@@ -232,7 +239,9 @@ func (s *Server) firstInference() error {
 // Warmup returns how long New took, in parts.
 func (s *Server) Warmup() Warmup { return s.warm }
 
-// Info returns the back-end's description of its device (config lines).
+// Info returns the back-end's description of its device (config lines), with
+// the config line "switches" listing the environment switches set
+// (internal/switches), if any.
 func (s *Server) Info() backend.Info { return s.info }
 
 // Config returns the server's configuration with defaults filled in.

@@ -8,13 +8,13 @@
 // of the pass, split across the cores (see package conv), and the layers up
 // to the average pool are one job of the threads, in which a thread that
 // finds nothing left of a layer starts the next where its input is ready
-// (conv.OverlapEnv=off makes each layer a job of its own). Activations stay
+// (switches.ConvOverlap=off makes each layer a job of its own). Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. The 3x3 stride-1 layers
 // run as Winograd: F(2x2, 3x3) with AVX-512, and with AVX2 F(4x4, 3x3) up
-// to 256 channels and F(2x2, 3x3) in stage 4 (conv.WinogradEnv=off turns it
-// off, conv.WinogradTileEnv picks the tile).
+// to 256 channels and F(2x2, 3x3) in stage 4 (switches.ConvWinograd=off turns it
+// off, switches.ConvWinogradTile picks the tile).
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch
@@ -107,13 +107,13 @@ func (e *engine) Info() backend.Info {
 		{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)},
 		{Key: "cpu-gemm-kernel", Value: e.pool.ctx.Kernel()},
 	}
-	if e.winograd != "auto" { // only when conv.WinogradEnv is set to on or off
+	if e.winograd != "auto" { // only when switches.ConvWinograd is set to on or off
 		kvs = append(kvs, backend.KV{Key: "cpu-winograd", Value: e.winograd})
 	}
-	if e.winoTile != "auto" { // only when conv.WinogradTileEnv is set to 2 or 4
+	if e.winoTile != "auto" { // only when switches.ConvWinogradTile is set to 2 or 4
 		kvs = append(kvs, backend.KV{Key: "cpu-winograd-tile", Value: e.winoTile})
 	}
-	if e.overlap != "auto" { // only when conv.OverlapEnv is set to on or off
+	if e.overlap != "auto" { // only when switches.ConvOverlap is set to on or off
 		kvs = append(kvs, backend.KV{Key: "cpu-overlap", Value: e.overlap})
 	}
 	return backend.Info{Config: kvs}

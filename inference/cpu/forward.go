@@ -35,7 +35,7 @@ type network struct {
 	classes   int
 	fc        *gemm.PackedA // the classifier's weights, classes x features
 	fcBias    []float32
-	serial    bool // each step a job of its own (conv.OverlapEnv=off)
+	serial    bool // each step a job of its own (switches.ConvOverlap=off)
 	inputSize int  // values per image, NCHW
 	stemSize  int  // values per image of the buffer the stem writes
 	actSize   int  // values per image of the largest activation after the stem

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/conv"
 	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -58,9 +58,9 @@ func TestForwardMatchesReference(t *testing.T) {
 		batch  int
 		h, w   int
 		kernel string
-		wino   string // conv.WinogradEnv, "" for the default rule
-		tile   string // conv.WinogradTileEnv, "" for the default rule
-		serial bool   // conv.OverlapEnv=off
+		wino   string // switches.ConvWinograd, "" for the default rule
+		tile   string // switches.ConvWinogradTile, "" for the default rule
+		serial bool   // switches.ConvOverlap=off
 	}{
 		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", "", "", false},
 		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", "", "", false},
@@ -84,16 +84,16 @@ func TestForwardMatchesReference(t *testing.T) {
 				if !slices.Contains(gemm.Kernels(), tc.kernel) {
 					t.Skipf("no %s kernel on this CPU", tc.kernel)
 				}
-				t.Setenv(gemm.KernelEnv, tc.kernel)
+				t.Setenv(switches.GemmKernel.Name, tc.kernel)
 			}
 			if tc.wino != "" {
-				t.Setenv(conv.WinogradEnv, tc.wino)
+				t.Setenv(switches.ConvWinograd.Name, tc.wino)
 			}
 			if tc.tile != "" {
-				t.Setenv(conv.WinogradTileEnv, tc.tile)
+				t.Setenv(switches.ConvWinogradTile.Name, tc.tile)
 			}
 			if tc.serial {
-				t.Setenv(conv.OverlapEnv, "off")
+				t.Setenv(switches.ConvOverlap.Name, "off")
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")
@@ -130,7 +130,7 @@ func TestForwardMatchesReference(t *testing.T) {
 }
 
 func TestUnsupportedKernel(t *testing.T) {
-	t.Setenv(gemm.KernelEnv, "nope")
+	t.Setenv(switches.GemmKernel.Name, "nope")
 	m, err := resnet.New(resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8}, Blocks: []int{1}, Classes: 2}, 1)
 	require.NoError(t, err)
 	_, err = New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 1, Height: 32, Width: 32})

@@ -17,7 +17,7 @@ type pool struct {
 }
 
 // newPool returns a pool of n threads (at least 1) running the kernel family
-// that the environment names (gemm.KernelEnv), or the fastest this CPU has.
+// that the environment names (switches.GemmKernel), or the fastest this CPU has.
 // A family this CPU lacks is an error.
 func newPool(n int) (*pool, error) {
 	n = max(n, 1)

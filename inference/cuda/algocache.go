@@ -9,14 +9,10 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/inferbench/inferbench/inference/internal/switches"
+
 	"github.com/inferbench/inferbench/inference/backend"
 )
-
-// CacheEnv names the environment variable that sets the algorithm cache file
-// of engines whose backend.Options.AlgoCache is "": a path, or "off" to search
-// every time. When it is unset too, the cache is
-// inferbench/cudnn-algorithms.json under os.UserCacheDir.
-const CacheEnv = "INFERBENCH_CUDNN_CACHE"
 
 // cachedAlgo is a chosen convolution algorithm as stored in the cache file.
 type cachedAlgo struct {
@@ -51,12 +47,14 @@ type algoCache struct {
 }
 
 // cachePath returns the cache file for backend.Options.AlgoCache option, or ""
-// when caching is off (option "off"; or option "" with CacheEnv "off", or with
-// CacheEnv unset and no user cache directory).
+// when caching is off (option "off"; or option "" with switches.CUDNNCache
+// "off", or with it unset too and no user cache directory). Where both are
+// unset, the cache is inferbench/cudnn-algorithms.json under
+// os.UserCacheDir.
 func cachePath(option string) string {
 	p := option
 	if p == "" {
-		p = os.Getenv(CacheEnv)
+		p = switches.CUDNNCache.Value()
 	}
 	switch p {
 	case "off":

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
 func TestAlgoCacheRoundTrip(t *testing.T) {
@@ -63,9 +64,9 @@ func TestCachePath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(CacheEnv, tt.env)
+			t.Setenv(switches.CUDNNCache.Name, tt.env)
 			p := cachePath(tt.option)
-			assert.True(t, tt.want(p), "cachePath(%q) with %s=%q = %q", tt.option, CacheEnv, tt.env, p)
+			assert.True(t, tt.want(p), "cachePath(%q) with %s=%q = %q", tt.option, switches.CUDNNCache.Name, tt.env, p)
 		})
 	}
 }

@@ -35,9 +35,9 @@
 //     waited for;
 //  2. plan: make tensor descriptors for every batch size of Options.Batches and
 //     MaxBatch and, once per distinct convolution problem, choose an algorithm
-//     by measuring (plan.search; SearchEnv says how: by default the
+//     by measuring (plan.search; switches.CUDNNSearch says how: by default the
 //     heuristics' first few, each timed as the forward pass calls it), or take
-//     it from the algorithm cache file (Options.AlgoCache, CacheEnv) after
+//     it from the algorithm cache file (Options.AlgoCache, switches.CUDNNCache) after
 //     checking it (plan.cache), so that a later start skips the search; with
 //     backend.ConvsGraph, also time the same convolution with its bias,
 //     residual add and ReLU as one operation graph of cuDNN's backend API, for
@@ -69,7 +69,7 @@
 // Info().Config holds the device's config lines (see Describe), cuda-devices,
 // cuda-convs (the convolution path and, for graph, how many prepared
 // convolutions run as backend-API plans), cuda-stem (the stem convolution's
-// form, plain or s2d, and its shape: StemEnv), and the algorithm cache's use,
+// form, plain or s2d, and its shape: switches.CUDAStem), and the algorithm cache's use,
 // which tells a cold start from a warm one:
 // cudnn-algo-cache (off, cold, warm or partial, with hits and misses),
 // cudnn-algo-cache-file and, if the file could not be read or written,

@@ -20,6 +20,7 @@ import (
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/resnet/testref"
 )
@@ -298,7 +299,7 @@ func TestWarmup(t *testing.T) {
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
 	timeline := filepath.Join(t.TempDir(), "timeline.txt")
-	t.Setenv(TimelineEnv, timeline)
+	t.Setenv(switches.CUDATimeline.Name, timeline)
 	for _, cfg := range configs() {
 		path := filepath.Join(t.TempDir(), "algos.json")
 		searched := 0
@@ -363,14 +364,14 @@ func TestAlgoCacheOff(t *testing.T) {
 	requireGPU(t)
 	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
-	t.Setenv(CacheEnv, filepath.Join(t.TempDir(), "must-not-be-written.json"))
+	t.Setenv(switches.CUDNNCache.Name, filepath.Join(t.TempDir(), "must-not-be-written.json"))
 	e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 2, Height: 32, Width: 32, AlgoCache: "off"})
 	require.NoError(t, err)
 	defer e.Close()
 	state := configValue(e.Info().Config, "cudnn-algo-cache")
 	assert.Regexp(t, `^off hits=0 misses=[1-9][0-9]*$`, state)
 	assert.Equal(t, "none", configValue(e.Info().Config, "cudnn-algo-cache-file"))
-	_, err = os.Stat(os.Getenv(CacheEnv))
+	_, err = os.Stat(switches.CUDNNCache.Value())
 	assert.ErrorIs(t, err, os.ErrNotExist, "no cache file written")
 }
 

@@ -5,12 +5,13 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/inferbench/inferbench/inference/internal/switches"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/cudadrv"
@@ -41,7 +42,7 @@ type engine struct {
 
 	calibrateErr error  // why calibrate could not time the forward pass
 	inputKernel  bool   // float32 input is converted by our kernel (useInputKernel at Open)
-	stemWhy      string // why the stem is not in the form StemEnv asked for (chooseStem)
+	stemWhy      string // why the stem is not in the form switches.CUDAStem asked for (chooseStem)
 
 	config    []backend.KV // Describe's lines, read during init
 	configErr error
@@ -148,7 +149,7 @@ func (e *engine) open() error {
 		cfg = append(cfg, backend.KV{Key: "cuda-calibration", Value: "failed: " + e.calibrateErr.Error()})
 	}
 	cfg = append(cfg, e.sampler.config())
-	if path := os.Getenv(TimelineEnv); path != "" {
+	if path := switches.CUDATimeline.Value(); path != "" {
 		v := path
 		if err := writeTimeline(path, e.clock); err != nil {
 			v = "failed: " + err.Error()
@@ -226,13 +227,13 @@ func (e *engine) initialise() error {
 				return nil
 			})
 			return e.clock.time("init.network", func() error {
-				env := os.Getenv(StemEnv)
+				env := switches.CUDAStem.Value()
 				stem, why, err := chooseStem(env, e.opts.Precision, e.inputKernel)
 				if err != nil {
 					return fmt.Errorf("cuda: %w", err)
 				}
 				if why != "" {
-					e.stemWhy = fmt.Sprintf("%s=%s: %s", StemEnv, env, why)
+					e.stemWhy = fmt.Sprintf("%s=%s: %s", switches.CUDAStem.Name, env, why)
 				}
 				e.net, err = newNetwork(e.dnn, e.folded, e.opts, stem)
 				return err

@@ -2,7 +2,11 @@
 
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/inferbench/inferbench/inference/internal/switches"
+)
 
 // convertInput enqueues the conversion of the input of p.n images to the
 // network's input tensor on the compute stream, and returns where that tensor
@@ -30,7 +34,7 @@ func (w *worker) convertInput(p *plan, src inputRef) (uintptr, error) {
 		return w.x, k.f32.launch(w.comp, src.f32, w.x, p.n)
 	}
 	if net.stem == stemS2D {
-		return 0, fmt.Errorf("the space-to-depth stem (%s=s2d) takes its input from the input kernel, not cudnnTransformTensor", StemEnv)
+		return 0, fmt.Errorf("the space-to-depth stem (%s=s2d) takes its input from the input kernel, not cudnnTransformTensor", switches.CUDAStem.Name)
 	}
 	return w.x, w.dnn.Transform(1, p.input, src.f32, 0, p.convs[0].x, w.x)
 }

@@ -2,10 +2,11 @@ package cuda
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
-// SearchEnv names the environment variable that sets how Open chooses the
+// switches.CUDNNSearch (INFERBENCH_CUDNN_SEARCH) sets how Open chooses the
 // algorithm of a convolution problem the algorithm cache does not hold:
 //
 //   - quick (the default, also when unset): ask cuDNN's heuristics
@@ -22,7 +23,6 @@ import (
 //
 // The two keep apart entries in the algorithm cache. The config line
 // cudnn-search says which one ran.
-const SearchEnv = "INFERBENCH_CUDNN_SEARCH"
 
 // quickTopK is how many of the heuristics' algorithms the quick search times,
 // and quickReps how many calls one timing averages (after one untimed call).
@@ -35,13 +35,13 @@ const (
 // exhaustive.
 type search struct {
 	exhaustive bool
-	bad        string // a value of SearchEnv that was not understood
+	bad        string // a value of switches.CUDNNSearch that was not understood
 }
 
-// searchFromEnv reads SearchEnv; a value other than quick or exhaustive gives
+// searchFromEnv reads switches.CUDNNSearch; a value other than quick or exhaustive gives
 // the quick search, which String then mentions.
 func searchFromEnv() search {
-	switch v := os.Getenv(SearchEnv); v {
+	switch v := switches.CUDNNSearch.Value(); v {
 	case "", "quick":
 		return search{}
 	case "exhaustive":
@@ -58,7 +58,7 @@ func (s search) String() string {
 	}
 	v := fmt.Sprintf("quick (heuristics' first %d timed)", quickTopK)
 	if s.bad != "" {
-		v += fmt.Sprintf("; %s=%q not understood", SearchEnv, s.bad)
+		v += fmt.Sprintf("; %s=%q not understood", switches.CUDNNSearch.Name, s.bad)
 	}
 	return v
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -25,7 +26,7 @@ func TestExhaustiveSearchAgrees(t *testing.T) {
 	batches := []int{1, 8}
 	logits := map[string]map[int][]float32{}
 	for _, s := range []string{"quick", "exhaustive"} {
-		t.Setenv(SearchEnv, s)
+		t.Setenv(switches.CUDNNSearch.Name, s)
 		e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: 8, Height: 250, Width: 250,
 			Precision: backend.FP16, Batches: batches, AlgoCache: "off"})
 		require.NoError(t, err)

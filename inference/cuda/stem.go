@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
 // The stem convolution, torchvision's 7x7 stride-2 over the image's 3
-// channels, can run in two forms (StemEnv):
+// channels, can run in two forms (switches.CUDAStem):
 //
 //  1. plain: as it is, over the input kernel's NHWC (or NCHW) image. Its 3
 //     channels keep cuDNN from its tensor-core kernels, so in fp16 the stem
@@ -31,14 +32,13 @@ import (
 // s2d does 16*16/(3*49) = 1.7 times the plain stem's multiply-adds (zero
 // channels and taps), which tensor cores can do in less time.
 
-// StemEnv names the environment variable that picks the stem's form: "plain"
+// switches.CUDAStem (INFERBENCH_CUDA_STEM) picks the stem's form: "plain"
 // or "s2d" (see above). If it is unset or empty, the stem is s2d for FP16
 // and plain otherwise (defaultStem). s2d needs an NHWC precision (TF32 or
 // FP16) and float32 input converted by this package's kernel (not
 // cudnnTransformTensor, which cannot write S); where it lacks them the stem
 // is plain, and the engine's config line cuda-stem says which form runs,
-// and why when it is not the one StemEnv asked for.
-const StemEnv = "INFERBENCH_CUDA_STEM"
+// and why when it is not the one it asked for.
 
 // stemForm is the form the stem convolution runs in.
 type stemForm int
@@ -55,7 +55,7 @@ func (f stemForm) String() string {
 	return "plain"
 }
 
-// defaultStem is the stem's form when StemEnv is unset or empty: s2d for
+// defaultStem is the stem's form when switches.CUDAStem is unset or empty: s2d for
 // FP16, where it halves the stem's time (results/nvidia-h200/s2d-stem), and
 // plain for FP32 and for TF32, whose s2d stem agrees with the plain one but
 // has not been timed.
@@ -66,7 +66,7 @@ func defaultStem(p backend.Precision) stemForm {
 	return stemPlain
 }
 
-// chooseStem returns the stem's form for env, StemEnv's value, on a network
+// chooseStem returns the stem's form for env, switches.CUDAStem's value, on a network
 // of precision p whose float32 input is converted by this package's kernel
 // when kernel is set; why says why the form is not the one env asked for,
 // and is empty when it is or env is empty. An unknown value is an error.
@@ -79,7 +79,7 @@ func chooseStem(env string, p backend.Precision, kernel bool) (form stemForm, wh
 	case "s2d":
 		form = stemS2D
 	default:
-		return stemPlain, "", fmt.Errorf("%s=%q: want plain or s2d", StemEnv, env)
+		return stemPlain, "", fmt.Errorf("%s=%q: want plain or s2d", switches.CUDAStem.Name, env)
 	}
 	if form != stemS2D {
 		return form, "", nil

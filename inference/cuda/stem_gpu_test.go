@@ -10,10 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// TestS2DStemAgrees checks the space-to-depth stem (StemEnv=s2d) against the
+// TestS2DStemAgrees checks the space-to-depth stem (switches.CUDAStem=s2d) against the
 // plain one: for TF32 and FP16 (the NHWC precisions), with and without CUDA
 // graphs, and with graph-API convolutions, float32 and uint8 input, the
 // logits agree within the precision's tolerance with top-1 agreement of at
@@ -38,7 +39,7 @@ func TestS2DStemAgrees(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/graphs=%v/convs=%s", tc.prec, tc.graphs, tc.convs), func(t *testing.T) {
 			open := func(stem string) backend.Engine {
-				t.Setenv(StemEnv, stem)
+				t.Setenv(switches.CUDAStem.Name, stem)
 				e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: n, Height: side, Width: side,
 					Precision: tc.prec, Graphs: tc.graphs, Convs: tc.convs, Batches: []int{n}, AlgoCache: "off"})
 				require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestS2DStemAgrees(t *testing.T) {
 // spare channels.
 func TestS2DInputKernelBits(t *testing.T) {
 	requireGPU(t)
-	t.Setenv(StemEnv, "s2d")
+	t.Setenv(switches.CUDAStem.Name, "s2d")
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
 	const n, h, wd = 3, 41, 36

@@ -75,13 +75,12 @@ func (s *stopwatch) merge(o *stopwatch) {
 	}
 }
 
-// TimelineEnv names the environment variable that, when set to a file path,
-// has Open write there the timeline of its sub-steps' runs (and of a Start's
-// early set-up before it: start.libraries, start.driver, start.context), one
-// a line with its start and end in milliseconds from Open's beginning, so
-// that the critical path of a start can be read; the config line
-// cuda-timeline names the file, or says why it could not be written.
-const TimelineEnv = "INFERBENCH_CUDA_TIMELINE"
+// A file path in switches.CUDATimeline has Open write there the timeline
+// of its sub-steps' runs (and of a Start's early set-up before it:
+// start.libraries, start.driver, start.context), one a line with its start
+// and end in milliseconds from Open's beginning, so that the critical path
+// of a start can be read; the config line cuda-timeline names the file, or
+// says why it could not be written.
 
 // writeTimeline writes s's timeline to the file path.
 func writeTimeline(path string, s *stopwatch) error {

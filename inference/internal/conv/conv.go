@@ -102,7 +102,7 @@ type group struct {
 // enough channels run with Winograd's F(4x4, 3x3) (AVX2, up to 256
 // channels) or F(2x2, 3x3) (AVX-512, and AVX2 above 256 channels; see
 // winograd.go and winograd4.go), the others as a direct convolution;
-// WinogradEnv can turn Winograd off and WinogradTileEnv pick the tile.
+// switches.ConvWinograd can turn Winograd off and switches.ConvWinogradTile pick the tile.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
 // Threads runs functions over index ranges on a set of threads, as
@@ -152,15 +154,10 @@ type Conv struct {
 	In, Out, Res []float32
 }
 
-// OverlapEnv is the environment variable that says whether the CPU
-// back-end's forward pass runs its steps as one job whose steps overlap
-// (Runner.Begin): "on" or "auto" (also for unset) do, "off" runs each step as
-// a job of its own, every thread waiting at its end for the others.
-const OverlapEnv = "INFERBENCH_CONV_OVERLAP"
-
-// OverlapPolicy is the value of OverlapEnv: "on", "off" or "auto"; any other
-// value is an error.
-func OverlapPolicy() (string, error) { return envChoice(OverlapEnv, "on", "off") }
+// OverlapPolicy is the value of switches.ConvOverlap: "on" or "auto" (also
+// for unset) run a forward pass's steps as one job whose steps overlap,
+// "off" one job a step; any other value is an error.
+func OverlapPolicy() (string, error) { return switches.ConvOverlap.Choice() }
 
 // NewRunner returns a Runner that runs layers on t.
 func NewRunner(t Threads) *Runner {

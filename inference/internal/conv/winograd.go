@@ -1,10 +1,7 @@
 package conv
 
 import (
-	"fmt"
-	"os"
-	"slices"
-	"strings"
+	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
 // Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
@@ -73,27 +70,9 @@ func (wg *winograd) stride(n int) int { return wg.tb*n + 16 }
 // nsets is the number of group sets.
 func (wg *winograd) nsets() int { return len(wg.sets) - 1 }
 
-// WinogradEnv is the environment variable that sets which layers NewLayer
-// computes with Winograd: "off" none, "on" or "auto" (also for unset) every
-// layer useWinograd accepts.
-const WinogradEnv = "INFERBENCH_CONV_WINOGRAD"
-
-// WinogradPolicy is the value of WinogradEnv: "on", "off" or "auto" (also
-// for unset); any other value is an error.
-func WinogradPolicy() (string, error) { return envChoice(WinogradEnv, "on", "off") }
-
-// envChoice is the value of the environment variable name: one of values,
-// or "auto" where it is unset or "auto"; any other value is an error.
-func envChoice(name string, values ...string) (string, error) {
-	switch v := os.Getenv(name); {
-	case v == "" || v == "auto":
-		return "auto", nil
-	case slices.Contains(values, v):
-		return v, nil
-	default:
-		return "", fmt.Errorf("conv: %s=%q: want %s or auto", name, v, strings.Join(values, ", "))
-	}
-}
+// WinogradPolicy is the value of switches.ConvWinograd: "on", "off" or
+// "auto" (also for unset); any other value is an error.
+func WinogradPolicy() (string, error) { return switches.ConvWinograd.Choice() }
 
 // useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
 // padding 1, AVX-512 or AVX2 kernels, enough input channels for the matrix

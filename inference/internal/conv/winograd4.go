@@ -1,5 +1,7 @@
 package conv
 
+import "github.com/inferbench/inferbench/inference/internal/switches"
+
 // Winograd's F(4x4, 3x3): each 4x4 block of outputs is computed from the
 // 6x6 block of input around it, 36 multiplications per input channel
 // instead of 144, with
@@ -109,13 +111,8 @@ func winograd4OutGo(y []float32, src []float32, stride, n int) {
 	}
 }
 
-// WinogradTileEnv is the environment variable that sets the tiles of the
-// layers NewLayer computes with Winograd: "2" for F(2x2, 3x3), "4" for
-// F(4x4, 3x3), "auto" (also for unset) for winoTile's choice.
-const WinogradTileEnv = "INFERBENCH_CONV_WINOGRAD_TILE"
-
 // winoTile is the side of a Winograd tile's outputs for layer s with
-// kernel family family, as WinogradTileEnv sets it: by default 4 for avx2
+// kernel family family, as switches.ConvWinogradTile sets it: by default 4 for avx2
 // layers of up to 256 x 256 channels, 2 for larger ones and for avx512.
 // F(4x4) does less work a channel, but stage 4's 8x8 images make only 4
 // of its tiles, too few to share out, and with avx512 its 2.25 times the
@@ -135,6 +132,7 @@ func winoTile(family string, s Spec) (int, error) {
 	}
 }
 
-// WinogradTile is the value of WinogradTileEnv: "2", "4" or "auto" (also
-// for unset); any other value is an error.
-func WinogradTile() (string, error) { return envChoice(WinogradTileEnv, "2", "4") }
+// WinogradTile is the value of switches.ConvWinogradTile: "2" for F(2x2,
+// 3x3), "4" for F(4x4, 3x3), "auto" (also for unset) for winoTile's choice;
+// any other value is an error.
+func WinogradTile() (string, error) { return switches.ConvWinogradTile.Choice() }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -90,7 +91,7 @@ func checkWinogradOut(t *testing.T, rng *rand.Rand, m, n, row, pix, stride int,
 	}
 }
 
-// TestWinogradChoice checks NewLayer's plan under each WinogradEnv value,
+// TestWinogradChoice checks NewLayer's plan under each switches.ConvWinograd value,
 // with this CPU's fastest kernel family.
 func TestWinogradChoice(t *testing.T) {
 	family := Kernels()[0]
@@ -111,7 +112,7 @@ func TestWinogradChoice(t *testing.T) {
 		{env: "maybe", c: 64, k: 3, wantErr: "INFERBENCH_CONV_WINOGRAD"},
 	} {
 		t.Run(fmt.Sprintf("env=%s/c=%d/k=%d", tc.env, tc.c, tc.k), func(t *testing.T) {
-			t.Setenv(WinogradEnv, tc.env)
+			t.Setenv(switches.ConvWinograd.Name, tc.env)
 			in := Layout{H: 4, W: 4, C: tc.c, Pitch: tc.c, Pad: 1}
 			l, err := NewLayer(Spec{In: in, Out: tc.c, K: tc.k, Stride: 1, Pad: tc.k / 2, OutPad: 1,
 				Weight: randSlice(rng, tc.c*tc.c*tc.k*tc.k)})
@@ -128,7 +129,7 @@ func TestWinogradChoice(t *testing.T) {
 }
 
 // TestWinogradTileChoice checks the tiles NewLayer picks under each
-// WinogradTileEnv value, with this CPU's fastest kernel family.
+// switches.ConvWinogradTile value, with this CPU's fastest kernel family.
 func TestWinogradTileChoice(t *testing.T) {
 	family := Kernels()[0]
 	if !winogradAsm(family) {
@@ -148,7 +149,7 @@ func TestWinogradTileChoice(t *testing.T) {
 		{"8", 64, 0, "INFERBENCH_CONV_WINOGRAD_TILE"},
 	} {
 		t.Run(fmt.Sprintf("env=%s/c=%d", tc.env, tc.c), func(t *testing.T) {
-			t.Setenv(WinogradTileEnv, tc.env)
+			t.Setenv(switches.ConvWinogradTile.Name, tc.env)
 			in := Layout{H: 6, W: 6, C: tc.c, Pitch: tc.c, Pad: 1}
 			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9)})
 			if tc.wantErr != "" {

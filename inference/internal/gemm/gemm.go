@@ -24,17 +24,12 @@ package gemm
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
-)
 
-// KernelEnv is the environment variable that selects the micro-kernel when
-// Config.Kernel is empty: "generic" forces the portable Go kernel, "avx2" the
-// AVX2/FMA kernel, "avx512" the AVX-512 kernel (an error where the CPU lacks
-// the kernel's instructions).
-const KernelEnv = "INFERBENCH_GEMM_KERNEL"
+	"github.com/inferbench/inferbench/inference/internal/switches"
+)
 
 // ErrClosed is returned by a Context's methods after Close.
 var ErrClosed = errors.New("gemm: context closed")
@@ -46,7 +41,7 @@ type Config struct {
 	Threads int
 	// Kernel names the micro-kernel: "generic", "avx2" or "avx512" (see
 	// Kernels for those this CPU supports). If Kernel is empty,
-	// the value of the KernelEnv environment variable is used, and if that is
+	// the value of switches.GemmKernel (INFERBENCH_GEMM_KERNEL) is used, and if that is
 	// empty too, the fastest kernel the CPU supports.
 	Kernel string
 }
@@ -114,7 +109,7 @@ func New(cfg Config) (*Context, error) {
 	}
 	name := cfg.Kernel
 	if name == "" {
-		name = os.Getenv(KernelEnv)
+		name = switches.GemmKernel.Value()
 	}
 	kern, err := findKernel(name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -199,7 +200,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestKernelEnv(t *testing.T) {
-	t.Setenv(KernelEnv, "generic")
+	t.Setenv(switches.GemmKernel.Name, "generic")
 	ctx, err := New(Config{Threads: 1})
 	require.NoError(t, err)
 	defer ctx.Close()

@@ -2,7 +2,8 @@ package gemm
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
 // PackedA is a left operand (m x k) packed once for products that reuse it,
@@ -39,7 +40,7 @@ func NewPackedA(m, k int, a []float32, lda int, names ...string) (*PackedA, erro
 	kc := kBlock(k)
 	for _, name := range names {
 		if name == "" {
-			name = os.Getenv(KernelEnv)
+			name = switches.GemmKernel.Value()
 		}
 		kern, err := findKernel(name)
 		if err != nil {

@@ -1,0 +1,83 @@
+package switches
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    *Switch
+		env  string
+		want string
+		err  string
+	}{
+		{"auto when unset", ConvOverlap, "", "auto", ""},
+		{"a listed value", ConvOverlap, "off", "off", ""},
+		{"an unlisted value", ConvOverlap, "maybe", "", `INFERBENCH_CONV_OVERLAP="maybe": want on, off, auto`},
+		{"unset without auto", CUDAStem, "", "", ""},
+		{"a path", CUDATimeline, "/tmp/t.txt", "/tmp/t.txt", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.s.Name, tc.env)
+			got, err := tc.s.Choice()
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Equal(t, tc.err, err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "%s=%q: Choice()", tc.s.Name, tc.env)
+		})
+	}
+}
+
+func TestSet(t *testing.T) {
+	for _, s := range All {
+		if v, ok := os.LookupEnv(s.Name); ok {
+			t.Setenv(s.Name, v) // restored at the end
+			require.NoError(t, os.Unsetenv(s.Name))
+		}
+	}
+	assert.Empty(t, Set(), "Set() with no switch set")
+	t.Setenv(CUDAStem.Name, "plain")
+	t.Setenv(GemmKernel.Name, "generic")
+	assert.Equal(t, []string{"INFERBENCH_GEMM_KERNEL=generic", "INFERBENCH_CUDA_STEM=plain"}, Set())
+}
+
+// TestOnlyHereReadsTheEnvironment: outside tests, no package of the
+// inference tree but this one reads an environment variable.
+func TestOnlyHereReadsTheEnvironment(t *testing.T) {
+	for _, s := range All {
+		assert.True(t, strings.HasPrefix(s.Name, "INFERBENCH_"), "%s", s.Name)
+		assert.NotEmpty(t, s.Doc, "%s has no Doc", s.Name)
+	}
+	root := filepath.Join("..", "..") // the inference tree
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		if filepath.Base(filepath.Dir(path)) == "switches" {
+			return nil
+		}
+		n++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, call := range []string{"os.Getenv(", "os.LookupEnv(", "os.Environ("} {
+			assert.False(t, strings.Contains(string(b), call), "%s calls %s: name the variable in package switches", path, call)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, n, 100, "Go files looked at under %s", root)
+}
