@@ -1,9 +1,12 @@
 package protocol_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -204,4 +207,67 @@ func TestDeclaredLengthAttack(t *testing.T) {
 			assert.Less(t, during.TotalAlloc-before.TotalAlloc, uint64(attackAllocBound), "bytes allocated for a declared body of %d bytes", declared)
 		})
 	}
+}
+
+// rawExchange writes req on a new connection to addr and returns the first
+// status line of the answer.
+func rawExchange(t *testing.T, addr, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, req)
+	require.NoError(t, err)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(line)
+}
+
+// TestExpectContinueOverLimitAttack announces a body over the limit and asks
+// whether to send it (Expect: 100-continue): the answer is 413 at once,
+// never 100 Continue, on every endpoint that takes a body.
+func TestExpectContinueOverLimitAttack(t *testing.T) {
+	const limit = 64 << 10
+	f := newFixture(t, fixtureOpts{opts: protocol.Options{MaxBodyBytes: limit}})
+	addr := strings.TrimPrefix(f.http.URL, "http://")
+	for _, path := range []string{"/v2/models/resnet18/infer", "/v2/systemsharedmemory/region/r/register", "/v2/models/resnet50/infer"} {
+		req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, limit+1)
+		assert.Equal(t, "HTTP/1.1 413 Request Entity Too Large", rawExchange(t, addr, req), path)
+	}
+	// Within the limit, the client is told to go on.
+	req := fmt.Sprintf("POST /v2/models/resnet18/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", limit)
+	assert.Equal(t, "HTTP/1.1 100 Continue", rawExchange(t, addr, req))
+}
+
+// TestRequestIDAttack sends ids at and over the bound, and ids with
+// characters that HTML escaping would change: an id within the bound comes
+// back byte for byte as it was sent, in valid JSON; one over it is refused.
+func TestRequestIDAttack(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	img := make([]float32, 3*side*side)
+	infer := func(id string) rawAnswer {
+		idJSON, err := json.Marshal(id)
+		require.NoError(t, err)
+		return send(t, f.http.URL, rawRequest{path: "/v2/models/resnet18/infer",
+			body: jsonInfer("input", "FP32", []int64{1, 3, side, side}, img, `,"id":`+string(idJSON))})
+	}
+	for _, id := range []string{
+		`<script>alert("x&y")</script>`, `<b>&amp;</b> 日本語`, "日本語 ü é \u2028 \t\n\\ \x01", strings.Repeat("<", protocol.DefaultMaxIDBytes),
+		strings.Repeat("é", protocol.DefaultMaxIDBytes/2),
+	} {
+		a := infer(id)
+		require.Equal(t, http.StatusOK, a.status, "body %s", a.body)
+		require.True(t, json.Valid(a.body), "answer %q is not JSON", a.body)
+		var got struct {
+			ID string `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal(a.body, &got))
+		assert.Equal(t, id, got.ID)
+		if !strings.ContainsAny(id, "\"\\\x01\t\n\u2028") {
+			assert.True(t, bytes.Contains(a.body, []byte(`"id":"`+id+`"`)), "id %q not echoed verbatim in %s", id, a.body)
+		}
+	}
+	a := infer(strings.Repeat("<", protocol.DefaultMaxIDBytes+1))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status)
+	assert.Contains(t, a.errMsg, "more than 256 bytes in its id")
 }
