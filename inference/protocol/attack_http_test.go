@@ -209,6 +209,46 @@ func TestDeclaredLengthAttack(t *testing.T) {
 	}
 }
 
+// TestBinaryClaimAttack declares binary tensor data of a full batch of
+// 224x224 images and sends none of it, holding its buffer from the in-flight
+// budget (one such batch, under the Reject policy): a second request that
+// declares as much is refused with 503 and Retry-After before any buffer is
+// taken for it.
+func TestBinaryClaimAttack(t *testing.T) {
+	const batch, hw = 64, 224
+	m, err := resnet.New(resnet.Tiny(), 1)
+	require.NoError(t, err)
+	srv, err := inference.New(inference.Config{BackendName: "nop", Model: m, Height: hw, Width: hw, MaxBatch: batch, QueuePolicy: inference.Reject})
+	require.NoError(t, err)
+	model, err := protocol.NewModel(srv, protocol.ModelConfig{InflightBytes: 1}) // raised to one batch
+	require.NoError(t, err)
+	svc := protocol.New(model, protocol.Options{})
+	t.Cleanup(func() { svc.Close(); srv.Close() })
+	h := svc.HTTPHandler()
+	head := fmt.Sprintf(`{"inputs":[{"name":"input","datatype":"FP32","shape":[%d,3,%d,%d],"parameters":{"binary_data_size":%d}}]}`, batch, hw, hw, 4*batch*3*hw*hw)
+	header := map[string]string{protocol.HeaderContentLength: strconv.Itoa(len(head))}
+
+	// The first request takes the budget and waits for its data.
+	pr, pw := io.Pipe()
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w, _ := serveAttack(h, pr, header)
+		first <- w
+	}()
+	_, err = pw.Write([]byte(head))
+	require.NoError(t, err)
+	_, err = pw.Write([]byte{0}) // taken once the buffer is, by the read of the data
+	require.NoError(t, err)
+
+	w, alloc := serveAttack(h, strings.NewReader(head), header)
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "status; body %s", short(w.Body))
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	assert.Less(t, alloc, uint64(attackAllocBound), "bytes allocated for a refused claim of %d bytes", 4*batch*3*hw*hw)
+
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	assert.Equal(t, http.StatusBadRequest, (<-first).Code)
+}
+
 // rawExchange writes req on a new connection to addr and returns the first
 // status line of the answer.
 func rawExchange(t *testing.T, addr, req string) string {

@@ -223,6 +223,7 @@ func (s *Service) fill(body io.Reader, req *httpInfer, m *Model, in inference.Te
 		if err := parseData(req.in.Data, dt, req.in.Shape, in.Data, m.lut, plane); err != nil {
 			return badRequest("input %q: %v", req.in.Name, err)
 		}
+		req.in.Data = nil // in holds the values: the JSON may go while the request runs
 		return nil
 	}
 	var err error

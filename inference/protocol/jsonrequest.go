@@ -29,6 +29,7 @@ type requestDecoder struct {
 	buf   []byte // every byte read so far: offsets into it stay valid as it grows
 	pos   int    // the next byte to parse
 	rerr  error  // the reader's error, once it returned one (io.EOF at the end)
+	hint  int64  // the most bytes r holds, if positive
 	tail  int64  // bytes read after the object, not kept in buf
 	lim   RequestLimits
 	depth int
@@ -40,14 +41,14 @@ const readChunk = 4 << 10
 
 // decodeRequest decodes one request object from r, then checks that only
 // white space follows until r ends, and returns it with the number of bytes
-// read. sizeHint, if positive, is the number of bytes r holds at most (the
-// first allocation is no larger).
+// read. sizeHint, if positive, is the number of bytes r holds at most: the
+// buffer, which grows as bytes arrive, never grows past it.
 func decodeRequest(r io.Reader, sizeHint int64, lim RequestLimits) (*inferRequestJSON, int64, error) {
 	size := int64(readChunk)
 	if sizeHint > 0 && sizeHint < size {
 		size = sizeHint + 1 // room to read the end of r without growing
 	}
-	d := &requestDecoder{r: r, buf: make([]byte, 0, size), lim: lim}
+	d := &requestDecoder{r: r, buf: make([]byte, 0, size), hint: sizeHint, lim: lim}
 	var j inferRequestJSON
 	var data [][2]int // each input's data span in buf
 	if err := d.request(&j, &data); err != nil {
@@ -70,7 +71,12 @@ func decodeRequest(r io.Reader, sizeHint int64, lim RequestLimits) (*inferReques
 func (d *requestDecoder) more() bool {
 	for d.rerr == nil {
 		if cap(d.buf)-len(d.buf) < readChunk {
-			nb := make([]byte, len(d.buf), max(2*cap(d.buf), len(d.buf)+readChunk))
+			size := max(2*cap(d.buf), len(d.buf)+readChunk)
+			if d.hint > 0 {
+				// Doubling past the end of the body is no use.
+				size = min(size, max(int(d.hint)+1, len(d.buf)+readChunk))
+			}
+			nb := make([]byte, len(d.buf), size)
 			copy(nb, d.buf)
 			d.buf = nb
 		}
@@ -339,6 +345,9 @@ func (d *requestDecoder) literal() (any, error) {
 	}
 	for len(d.buf)-d.pos < len(word) {
 		if !d.more() {
+			if d.rerr != io.EOF {
+				return nil, d.ended()
+			}
 			break
 		}
 	}
