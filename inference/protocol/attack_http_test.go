@@ -310,4 +310,9 @@ func TestRequestIDAttack(t *testing.T) {
 	a := infer(strings.Repeat("<", protocol.DefaultMaxIDBytes+1))
 	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status)
 	assert.Contains(t, a.errMsg, "more than 256 bytes in its id")
+
+	// An error message quotes the request as it came, too.
+	a = send(t, f.http.URL, rawRequest{method: http.MethodGet, path: "/v2/models/%3Cb%3E&"})
+	assert.Equal(t, http.StatusNotFound, a.status)
+	assert.Contains(t, string(a.body), `unknown model \"<b>&\"`)
 }

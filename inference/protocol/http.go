@@ -172,13 +172,14 @@ func metadataJSON(m *Model) any {
 }
 
 // httpError writes err as {"error": "..."} with its status, and Retry-After
-// when the request may succeed later.
+// when the request may succeed later. The message is written as the id is
+// (appendJSONString): what it quotes of the request reads as it was sent.
 func (s *Service) httpError(w http.ResponseWriter, err error) {
 	e := asError(err)
 	if e.Status == StatusClientClosed {
 		return // nobody is listening
 	}
-	b, _ := json.Marshal(map[string]string{"error": e.Msg})
+	b := append(appendJSONString([]byte(`{"error":`), e.Msg), '}')
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
