@@ -26,10 +26,11 @@ type faulty struct {
 	gate chan struct{}
 	// computing, if set, receives a value when a Compute starts (blocking).
 	computing chan struct{}
-	// readFor makes Compute read its input over and over for this long
-	// (real time) after signalling computing, then set computed.
-	readFor  time.Duration
-	computed atomic.Bool
+	// readUntil, if set, makes Compute read its input over and over after
+	// signalling computing until readUntil is closed, then once more, then
+	// set computed.
+	readUntil chan struct{}
+	computed  atomic.Bool
 	// computeTime, if set, is how long each Compute takes (time.Sleep).
 	computeTime atomic.Int64
 	// bindErr, if set, is called on every Bind with the worker index and
@@ -102,9 +103,14 @@ func (w *faultyWorker) Compute(s, n int) error {
 	if d := f.computeTime.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	if f.readFor > 0 {
+	if f.readUntil != nil {
 		var sum float32
-		for start := time.Now(); time.Since(start) < f.readFor; {
+		for done := false; !done; {
+			select {
+			case <-f.readUntil:
+				done = true
+			default:
+			}
 			for _, p := range w.parts[s] {
 				for _, v := range p {
 					sum += v

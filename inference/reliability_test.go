@@ -356,11 +356,13 @@ func loseEveryDevice(t *testing.T, cfg inference.Config) bool {
 // TestInferReturnsOnlyWhenInputIsFree cancels Infer while its batch is being
 // computed (issue 15, item 5): Infer must not return while the back-end still
 // reads the input, so the caller may reuse its buffer at once (go test -race
-// reports the caller's write against the back-end's reads otherwise).
+// reports the caller's write against the back-end's reads otherwise). The
+// back-end keeps reading until the test has cancelled, so the batch never
+// completes before the cancellation, however the goroutines are scheduled.
 func TestInferReturnsOnlyWhenInputIsFree(t *testing.T) {
 	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run(p.String(), func(t *testing.T) {
-			f := &faulty{computing: make(chan struct{}), readFor: 30 * time.Millisecond}
+			f := &faulty{computing: make(chan struct{}), readUntil: make(chan struct{})}
 			s := faultyServer(t, f, inference.Config{Pipeline: p})
 			in := inference.NewInput(1, 32, 32)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -371,6 +373,7 @@ func TestInferReturnsOnlyWhenInputIsFree(t *testing.T) {
 			}()
 			<-f.computing // the back-end is about to read in
 			cancel()
+			close(f.readUntil) // the batch may end now, after the cancellation
 			err := <-returned
 			assert.ErrorIs(t, err, context.Canceled)
 			assert.True(t, f.computed.Load(), "Infer returned while the back-end was still reading the input")

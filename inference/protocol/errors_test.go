@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,8 +102,10 @@ func TestHTTPErrorsNameWhatWasExpectedAndWhatCame(t *testing.T) {
 			[]string{`datatype "INT32" not supported`, "FP32, FP16 or UINT8"}},
 		{"input name", rawRequest{path: infer, body: jsonInfer("image", "FP32", okShape, ones, "")}, 400,
 			[]string{`unexpected input "image"`, `"input"`}},
-		{"too few values", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, ones[:10], "")}, 400,
-			[]string{"has 10 elements, want 3072"}},
+		{"too few values", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, slices.Repeat([]float32{0.125}, 1100), "")}, 400,
+			[]string{"has 1100 elements, want 3072"}},
+		{"data too short for the shape", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, ones[:10], "")}, 400,
+			[]string{"data of 21 bytes cannot hold the 3072 values of shape [1 3 32 32]"}},
 		{"nested unlike the shape", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, [][]float32{ones[:1536], ones[:1536]}, "")}, 400,
 			[]string{"nested 2 deep", "[1 3 32 32]"}},
 		{"not a number", rawRequest{path: infer, body: jsonInfer("input", "FP32", okShape, append([]any{"x"}, make([]any, img-1)...), "")}, 400,

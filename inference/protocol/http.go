@@ -30,6 +30,13 @@ import (
 func (s *Service) HTTPHandler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		// Refused before anything reads the body, so net/http sends no
+		// 100 Continue to a client that waits for one, and closes the
+		// connection after the answer instead of reading the body.
+		s.httpError(w, tooLarge("request body of %d bytes larger than the limit of %d bytes", r.ContentLength, s.opts.MaxBodyBytes))
+		return
+	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) == 0 || parts[0] != "v2" {
 		s.httpError(w, notFound("no such endpoint %q (the API is under /v2)", r.URL.Path))
@@ -168,13 +175,14 @@ func metadataJSON(m *Model) any {
 }
 
 // httpError writes err as {"error": "..."} with its status, and Retry-After
-// when the request may succeed later.
+// when the request may succeed later. The message is written as the id is
+// (appendJSONString): what it quotes of the request reads as it was sent.
 func (s *Service) httpError(w http.ResponseWriter, err error) {
 	e := asError(err)
 	if e.Status == StatusClientClosed {
 		return // nobody is listening
 	}
-	b, _ := json.Marshal(map[string]string{"error": e.Msg})
+	b := append(appendJSONString([]byte(`{"error":`), e.Msg), '}')
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferbench/inferbench/inference"
 )
@@ -123,35 +123,26 @@ func (s *Service) input(ctx context.Context, body io.Reader, req *httpInfer, m *
 }
 
 // readHeader reads the request's JSON object (the whole body, or the first
-// Inference-Header-Content-Length bytes of it) and checks it against m.
+// Inference-Header-Content-Length bytes of it) and checks it against m. The
+// decoder reads only as far as it parses, so a request over one of
+// Options.Requests is refused without reading the rest of it.
 func (s *Service) readHeader(body io.Reader, r *http.Request, m *Model) (*httpInfer, error) {
-	var head []byte
-	var err error
+	src, hint, want := body, r.ContentLength, int64(-1)
 	if v := r.Header.Get(HeaderContentLength); v != "" {
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || n <= 0 || n > s.opts.MaxBodyBytes || (r.ContentLength >= 0 && n > r.ContentLength) {
 			return nil, badRequest("%s %q: want a length from 1 to the body's length (%d)", HeaderContentLength, v, r.ContentLength)
 		}
-		head, err = io.ReadAll(io.LimitReader(body, n))
-		if err == nil && int64(len(head)) < n {
-			err = fmt.Errorf("body ended after %d of the %d bytes of its JSON header", len(head), n)
-		}
-	} else {
-		head, err = io.ReadAll(body)
+		src, hint, want = io.LimitReader(body, n), n, n
 	}
+	j, got, err := decodeRequest(src, hint, s.opts.Requests)
 	if err != nil {
-		return nil, readError(err)
+		return nil, err
 	}
-	var j inferRequestJSON
-	dec := json.NewDecoder(bytes.NewReader(head))
-	dec.UseNumber()
-	if err := dec.Decode(&j); err != nil {
-		return nil, badRequest("invalid inference request JSON: %v", err)
+	if want >= 0 && got < want {
+		return nil, badRequest("request body ended after %d of the %d bytes of its JSON header", got, want)
 	}
-	if rest := bytes.TrimSpace(head[dec.InputOffset():]); len(rest) > 0 {
-		return nil, badRequest("%d bytes after the inference request JSON (binary tensor data needs the %s header)", len(rest), HeaderContentLength)
-	}
-	return m.checkRequest(&j)
+	return m.checkRequest(j)
 }
 
 // checkRequest validates a decoded request against the model.
@@ -189,8 +180,15 @@ func (m *Model) checkRequest(j *inferRequestJSON) (*httpInfer, error) {
 			return nil, badRequest("input %q has both JSON data and %s", req.in.Name, paramBinaryDataSize)
 		}
 		req.binarySize = size
-	} else if len(req.in.Data) == 0 {
+	} else if !hasData {
 		return nil, badRequest("input %q has neither data nor the %s parameter", req.in.Name, paramBinaryDataSize)
+	} else if err := jsonDatatype(req.in.Datatype); err != nil {
+		return nil, badRequest("input %q: %v", req.in.Name, err)
+	} else if values := int64(req.n) * int64(m.imageValues()); int64(len(req.in.Data)) < 2*values-1 {
+		// Every value takes a byte and a separator: refuse data that cannot
+		// hold the shape's values before taking a buffer for them, so the
+		// buffer is never more than twice the bytes that came.
+		return nil, badRequest("input %q: data of %d bytes cannot hold the %d values of shape %v", req.in.Name, len(req.in.Data), values, req.in.Shape)
 	}
 	binAll, _, err := j.Parameters.flag(paramBinaryDataOutput)
 	if err != nil {
@@ -228,6 +226,7 @@ func (s *Service) fill(body io.Reader, req *httpInfer, m *Model, in inference.Te
 		if err := parseData(req.in.Data, dt, req.in.Shape, in.Data, m.lut, plane); err != nil {
 			return badRequest("input %q: %v", req.in.Name, err)
 		}
+		req.in.Data = nil // in holds the values: the JSON may go while the request runs
 		return nil
 	}
 	var err error
@@ -313,7 +312,52 @@ func writeInfer(w http.ResponseWriter, m *Model, req *httpInfer, logits []float3
 	return nil
 }
 
+// appendJSONString appends s as a JSON string. Unlike encoding/json it does
+// not escape <, > and &: an id comes back as the client sent it. It escapes
+// what JSON requires, U+2028 and U+2029 (as encoding/json does), and writes
+// invalid UTF-8 as U+FFFD.
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			if r == utf8.RuneError {
+				dst = append(dst, `\ufffd`...)
+			} else {
+				dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

@@ -15,8 +15,8 @@ import (
 // client's float32 printed in its shortest form comes back bit for bit);
 // UINT8 values must be integers 0..255 and are normalised with lut.
 func parseData(data []byte, datatype string, shape []int64, dst []float32, lut [][256]float32, plane int) error {
-	if datatype != FP32 && datatype != UINT8 {
-		return fmt.Errorf("%s data must be sent as binary (the binary tensor data extension or gRPC raw contents)", datatype)
+	if err := jsonDatatype(datatype); err != nil {
+		return err
 	}
 	p := dataParser{buf: data, datatype: datatype, dst: dst, lut: lut, plane: plane}
 	p.skipSpace()
@@ -45,6 +45,14 @@ func parseData(data []byte, datatype string, shape []int64, dst []float32, lut [
 	}
 	if p.n != len(dst) {
 		return fmt.Errorf("data has %d values, shape %v needs %d", p.n, shape, len(dst))
+	}
+	return nil
+}
+
+// jsonDatatype fails for a datatype whose data cannot come as JSON numbers.
+func jsonDatatype(datatype string) error {
+	if datatype != FP32 && datatype != UINT8 {
+		return fmt.Errorf("%s data must be sent as binary (the binary tensor data extension or gRPC raw contents)", datatype)
 	}
 	return nil
 }
