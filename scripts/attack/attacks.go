@@ -430,6 +430,7 @@ func continuationFlood(ctx context.Context, t *target) (int64, error) {
 		return h.sent.load(), err
 	}
 	t0 := time.Now()
+	_ = h.c.SetWriteDeadline(t0.Add(3 * time.Second)) // a server that stops reading is not an error
 	for time.Since(t0) < 2*time.Second {
 		if err := h.continuation(1); err != nil {
 			break

@@ -52,6 +52,9 @@ func dialH2(addr string) (*h2conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No attack holds a connection longer; a write the server never reads
+	// fails then instead of blocking.
+	_ = c.SetDeadline(time.Now().Add(90 * time.Second))
 	h := &h2conn{c: c, maxFrame: 16384, connWin: 65535, initWin: 65535,
 		streams: map[uint32]int64{}, resets: map[uint32]http2.ErrCode{}, ended: map[uint32]bool{}}
 	h.cond = sync.NewCond(&h.mu)
