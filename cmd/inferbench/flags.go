@@ -14,6 +14,12 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
+// Defaults of serve's front-door flags.
+const (
+	// defaultHealthConns is -health-conns.
+	defaultHealthConns = 16
+)
+
 // serveFlags are serve's settings: one flag per inference.Config field, and
 // the front door's.
 type serveFlags struct {
@@ -25,7 +31,7 @@ type serveFlags struct {
 	maxBody                                 int64
 	readHeaderTimeout, readTimeout          time.Duration
 	writeTimeout, idleTimeout               time.Duration
-	maxHeaderBytes, maxConns                int
+	maxHeaderBytes, maxConns, healthConns   int
 	grpcMaxStreams                          uint
 	grpcServer                              string
 	grpcWindow                              int64
@@ -88,7 +94,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 5*time.Minute, "HTTP: time from the end of the request's headers to the end of the answer")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "HTTP and gRPC: close connections idle this long")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP: largest request header block")
-	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
+	fs.IntVar(&f.maxConns, "max-conns", 1024, "connections served in full per listener (HTTP, gRPC, metrics); when that many are open, a new one replaces the one idle longest (no request in progress, since its last request ended or, if it has made none, 1 s after it opened), and when none is idle it goes to -health-conns (0: no limit)")
+	fs.IntVar(&f.healthConns, "health-conns", defaultHealthConns, "connections per HTTP and gRPC listener beyond -max-conns served only health checks (/v2/health/live and /ready; grpc.health.v1 Check and List, ServerLive, ServerReady), for 5 s each at most: every other request is answered 503 with Retry-After / UNAVAILABLE, so probes are answered while every -max-conns connection is busy; when they are all taken the oldest idle one makes room (0: none)")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
 	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
@@ -159,6 +166,7 @@ func (f *serveFlags) check() error {
 	}{
 		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
 		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
+		{"-health-conns", f.healthConns, 0},
 	} {
 		if r.v < r.min {
 			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)

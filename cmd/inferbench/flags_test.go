@@ -36,6 +36,7 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-gc-percent", "-2"}, "-gc-percent -2: must be -1 (off) or at least 0"},
 		{[]string{"serve", "-shm-max-regions", "-1"}, "-shm-max-regions -1: must not be negative"},
 		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
+		{[]string{"serve", "-health-conns", "-1"}, "-health-conns -1: must be at least 0"},
 		{[]string{"serve", "-grpc-window", "1000"}, "-grpc-window 1000: want 64 KiB (65536) to 256 MiB (268435456)"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
 		{[]string{"serve", "-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
