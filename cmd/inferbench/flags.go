@@ -16,6 +16,9 @@ import (
 
 // Defaults of serve's front-door flags.
 const (
+	// defaultTimeout is -timeout: with the reject policy, every request is
+	// answered within it (plus its batch's compute time) at any overload.
+	defaultTimeout = 30 * time.Second
 	// defaultHealthConns is -health-conns.
 	defaultHealthConns = 16
 )
@@ -72,8 +75,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
 	fs.StringVar(&f.batches, "batches", "1", "batch sizes to prepare at start-up (plans, graphs), comma-separated")
 	fs.IntVar(&c.MaxQueue, "max-queue", inference.DefaultMaxQueue, "requests waiting for a worker at most")
-	fs.StringVar(&f.queuePolicy, "queue-policy", "block", "when the queue is full: block (wait, up to the request's deadline) or reject (503 / RESOURCE_EXHAUSTED at once)")
-	fs.DurationVar(&c.Timeout, "timeout", 0, "default deadline of a request from its arrival (0: none; a gRPC deadline or the request's \"timeout\" parameter overrides it)")
+	fs.StringVar(&f.queuePolicy, "queue-policy", "reject", "when the queue or -inflight-bytes is full: reject (503 with Retry-After / RESOURCE_EXHAUSTED at once) or block (wait, up to the request's deadline; the wait for -inflight-bytes is bounded only by the client's own deadline)")
+	fs.DurationVar(&c.Timeout, "timeout", defaultTimeout, "deadline of a request from its arrival: one still queued then is answered 504 / DEADLINE_EXCEEDED, one computing when it passes as soon as its batch ends (0: none; the request's \"timeout\" parameter or a gRPC deadline may shorten it)")
 	fs.BoolVar(&c.RejectNonFinite, "reject-non-finite", false, "reject inputs holding NaN or Inf (one pass over the data)")
 	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
