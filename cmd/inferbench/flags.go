@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +36,8 @@ type serveFlags struct {
 	readHeaderTimeout, readTimeout          time.Duration
 	writeTimeout, idleTimeout               time.Duration
 	maxHeaderBytes, maxConns, healthConns   int
+	tlsCertFile, tlsKeyFile                 string
+	tlsCert                                 *tls.Certificate // loaded by check
 	grpcMaxStreams                          uint
 	grpcServer                              string
 	grpcWindow                              int64
@@ -99,6 +102,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP: largest request header block")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "connections served in full per listener (HTTP, gRPC, metrics); when that many are open, a new one replaces the one idle longest (no request in progress, since its last request ended or, if it has made none, 1 s after it opened), and when none is idle it goes to -health-conns (0: no limit)")
 	fs.IntVar(&f.healthConns, "health-conns", defaultHealthConns, "connections per HTTP and gRPC listener beyond -max-conns served only health checks (/v2/health/live and /ready; grpc.health.v1 Check and List, ServerLive, ServerReady), for 5 s each at most: every other request is answered 503 with Retry-After / UNAVAILABLE, so probes are answered while every -max-conns connection is busy; when they are all taken the oldest idle one makes room (0: none)")
+	fs.StringVar(&f.tlsCertFile, "tls-cert", "", "PEM certificate chain: serve HTTP (h2 and http/1.1) and gRPC over TLS 1.2 or later with it and -tls-key (both or neither; the metrics listener stays plain)")
+	fs.StringVar(&f.tlsKeyFile, "tls-key", "", "PEM private key of -tls-cert")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
 	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
@@ -229,6 +234,24 @@ func (f *serveFlags) check() error {
 	if f.httpAddr == "" && f.grpcAddr == "" {
 		return fmt.Errorf("-http-addr and -grpc-addr are both empty: nothing to serve")
 	}
+	return f.loadTLS()
+}
+
+// loadTLS loads -tls-cert and -tls-key, given both or neither.
+func (f *serveFlags) loadTLS() error {
+	switch {
+	case f.tlsCertFile == "" && f.tlsKeyFile == "":
+		return nil
+	case f.tlsCertFile == "":
+		return fmt.Errorf("-tls-key %q without -tls-cert: give both or neither", f.tlsKeyFile)
+	case f.tlsKeyFile == "":
+		return fmt.Errorf("-tls-cert %q without -tls-key: give both or neither", f.tlsCertFile)
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCertFile, f.tlsKeyFile)
+	if err != nil {
+		return fmt.Errorf("-tls-cert %q and -tls-key %q: %v", f.tlsCertFile, f.tlsKeyFile, err)
+	}
+	f.tlsCert = &cert
 	return nil
 }
 

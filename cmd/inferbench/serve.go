@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ln   net.Listener
 	}{{"http", lns.http}, {"grpc", lns.grpc}, {"metrics", lns.metrics}} {
 		if x.ln != nil {
-			log.Info("listening", "protocol", x.name, "addr", x.ln.Addr().String())
+			log.Info("listening", "protocol", x.name, "addr", x.ln.Addr().String(), "tls", f.tlsCert != nil && x.name != "metrics")
 		}
 	}
 	start("http", lns.http, door.http.Serve)
@@ -211,7 +212,7 @@ type listeners struct {
 
 // listen opens every configured address. With -max-conns, each takes that
 // many connections in full and -health-conns more for health checks only
-// (package connlimit). With poll
+// (package connlimit); with -tls-cert, HTTP and gRPC speak TLS. With poll
 // (-idle-poll) above 0, reads of the HTTP and gRPC connections look for up
 // to poll before they sleep (busyread).
 func (f *serveFlags) listen(poll time.Duration) (*listeners, error) {
@@ -234,6 +235,12 @@ func (f *serveFlags) listen(poll time.Duration) (*listeners, error) {
 			*lim, *main = cl, cl
 			if reserve > 0 {
 				*health = cl.Reserve()
+			}
+		}
+		if f.tlsCert != nil && alpn != nil {
+			*main = tls.NewListener(*main, f.tlsConfig(alpn...))
+			if *health != nil {
+				*health = tls.NewListener(*health, f.tlsConfig(alpn...))
 			}
 		}
 		return nil
@@ -336,6 +343,12 @@ func connState(lim *connlimit.Listener) func(net.Conn, http.ConnState) {
 			lim.SetBusy(c, false)
 		}
 	}
+}
+
+// tlsConfig is the listeners' TLS: -tls-cert's certificate, TLS 1.2 at
+// least, offering the application protocols alpn.
+func (f *serveFlags) tlsConfig(alpn ...string) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{*f.tlsCert}, MinVersion: tls.VersionTLS12, NextProtos: alpn}
 }
 
 // metricsHandler serves GET /metrics: the model's figures plus the Go
