@@ -109,11 +109,14 @@ func TestHealthAnswersWithEverySlotHeld(t *testing.T) {
 				fill   filler
 				target string // s.http or s.grpc
 				probe  func(t *testing.T, s *server) (time.Duration, error)
+				// idle: once past their grace, the fillers make room for
+				// an inference call in full.
+				idle bool
 			}{
-				{"idle keep-alive HTTP", idleHTTP, "http", probeHTTP},
-				{"slow HTTP bodies", slowBodyHTTP, "http", probeHTTP},
-				{"pinging gRPC", pingingGRPC, "grpc", probeGRPC},
-				{"gRPC calls in progress", slowGRPC, "grpc", probeGRPC},
+				{"idle keep-alive HTTP", idleHTTP, "http", probeHTTP, true},
+				{"slow HTTP bodies", slowBodyHTTP, "http", probeHTTP, false},
+				{"pinging gRPC", pingingGRPC, "grpc", probeGRPC, true},
+				{"gRPC calls in progress", slowGRPC, "grpc", probeGRPC, false},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
@@ -127,6 +130,10 @@ func TestHealthAnswersWithEverySlotHeld(t *testing.T) {
 						require.NoError(t, err, "probe %d", i)
 						assert.Less(t, took, probeBound, "probe %d", i)
 						t.Logf("probe %d answered in %v", i, took)
+					}
+					if tt.idle {
+						require.Eventually(t, func() bool { return inferServed(t, s, tt.target) == nil },
+							30*time.Second, 50*time.Millisecond, "an idle connection made room for a call")
 					}
 					for _, c := range held {
 						c.Close()
@@ -227,4 +234,75 @@ func probeGRPC(t *testing.T, s *server) (time.Duration, error) {
 		slowest = max(slowest, took)
 	}
 	return slowest, nil
+}
+
+// TestFullListenerAnswersEveryRequest: three times -max-conns keep-alive
+// clients in a closed loop each get every request answered, 200 or 503
+// with Retry-After from the health reserve: no connection is closed under
+// a request, in flight or about to be sent.
+func TestFullListenerAnswersEveryRequest(t *testing.T) {
+	const slots, clients, each = 4, 12, 20
+	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-max-conns", fmt.Sprint(slots))
+	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	type tally struct{ ok, refused int }
+	results := make(chan tally, clients)
+	errs := make(chan error, clients*each)
+	for range clients {
+		go func() {
+			var n tally
+			defer func() { results <- n }()
+			hc, err := client.NewHTTP("http://"+s.http, client.HTTPOptions{MaxConnsPerHost: 1})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer hc.Close()
+			for range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := hc.Infer(ctx, req)
+				cancel()
+				var ce *client.Error
+				switch {
+				case err == nil:
+					n.ok++
+				case errors.As(err, &ce) && ce.HTTPStatus == http.StatusServiceUnavailable:
+					n.refused++
+				default:
+					errs <- err
+				}
+			}
+		}()
+	}
+	var total tally
+	for range clients {
+		n := <-results
+		total.ok += n.ok
+		total.refused += n.refused
+	}
+	close(errs)
+	for err := range errs {
+		t.Errorf("request not answered: %v", err)
+	}
+	t.Logf("%d answered 200, %d refused 503", total.ok, total.refused)
+	assert.Equal(t, clients*each, total.ok+total.refused)
+	assert.GreaterOrEqual(t, total.ok, slots*each, "the clients holding a place were served")
+}
+
+// inferServed makes one inference call over target's protocol on a new
+// connection: nil if it was served.
+func inferServed(t *testing.T, s *server, target string) error {
+	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	var c client.Client
+	var err error
+	if target == "http" {
+		c, err = client.NewHTTP("http://"+s.http, client.HTTPOptions{})
+	} else {
+		c, err = client.NewGRPC(s.grpc, client.GRPCOptions{})
+	}
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeBound)
+	defer cancel()
+	_, err = c.Infer(ctx, req)
+	return err
 }

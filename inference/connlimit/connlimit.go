@@ -7,9 +7,10 @@
 //  1. while fewer than Config.Max connections are open, it joins them;
 //  2. when Max are open, the one idle longest makes room for it and is
 //     closed: idle means no request in progress, as the server reports
-//     through SetBusy, since its last request ended, or since a grace
-//     period after it opened if it has made none; a connection with a
-//     request in progress is never closed here;
+//     through SetBusy, for at least Config.Grace, counted from the end of
+//     its last request or from its opening if it has made none; a
+//     connection with a request in progress is never closed here, nor one
+//     whose client may be about to reuse it;
 //  3. when none of the Max is idle, it joins the reserve (up to
 //     Config.Reserve more connections), which the server accepts from
 //     Reserve() and serves only health checks, each connection for at most
@@ -32,9 +33,10 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultGrace is how long a new connection may wait before its first
-	// request and still not count as idle: time for a TLS handshake and a
-	// request's first bytes.
+	// DefaultGrace is how long a connection stays safe from eviction
+	// after it opened or its last request ended: time for a TLS handshake
+	// and a first request, or for a keep-alive client to send its next
+	// one, which would be lost if the connection closed as it arrived.
 	DefaultGrace = time.Second
 	// DefaultReserveLifetime bounds a reserve connection: every read and
 	// write on it has this deadline from its accept, whatever the server
@@ -49,8 +51,9 @@ type Config struct {
 	// Reserve is how many connections beyond Max may be open at once to be
 	// served health checks only (Listener.Reserve); 0 means none.
 	Reserve int
-	// Grace: a connection that has made no request yet counts as idle this
-	// long after it opened; 0 means DefaultGrace.
+	// Grace is how long a connection without a request in progress is
+	// kept after it opened or its last request ended before it counts as
+	// idle; 0 means DefaultGrace.
 	Grace time.Duration
 	// ReserveLifetime is how long a reserve connection may stay open; 0
 	// means DefaultReserveLifetime.
@@ -138,7 +141,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 // connection to close to make room for it (already forgotten here).
 func (l *Listener) admit(nc net.Conn) (c, victim *Conn) {
 	now := l.cfg.Now()
-	c = &Conn{Conn: nc, l: l, key: nc.RemoteAddr().String(), idleSince: now.Add(l.cfg.Grace)}
+	c = &Conn{Conn: nc, l: l, key: nc.RemoteAddr().String(), evictable: now.Add(l.cfg.Grace)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.full) >= l.cfg.Max {
@@ -170,15 +173,15 @@ func (l *Listener) admit(nc net.Conn) (c, victim *Conn) {
 }
 
 // evict forgets and returns the connection of set idle longest, or nil if
-// every one has a request in progress (or, with grace, is new within its
-// grace period). Caller holds mu.
+// every one has a request in progress (or, with grace, is within its
+// grace). Caller holds mu.
 func (l *Listener) evict(set map[*Conn]struct{}, now time.Time, grace bool) *Conn {
 	var victim *Conn
 	for c := range set {
-		if c.busy || (grace && c.idleSince.After(now)) {
+		if c.busy || (grace && c.evictable.After(now)) {
 			continue
 		}
-		if victim == nil || c.idleSince.Before(victim.idleSince) {
+		if victim == nil || c.evictable.Before(victim.evictable) {
 			victim = c
 		}
 	}
@@ -220,7 +223,7 @@ func (l *Listener) SetBusy(c net.Conn, busy bool) {
 	}
 	tc.busy = busy
 	if !busy {
-		tc.idleSince = now
+		tc.evictable = now.Add(l.cfg.Grace)
 	}
 }
 
@@ -297,7 +300,7 @@ type Conn struct {
 
 	// Guarded by l.mu.
 	busy      bool
-	idleSince time.Time // when its last request ended, or its grace does
+	evictable time.Time // when its grace after its last request (or its opening) ends
 	gone      bool      // forgotten: closed, or evicted
 }
 

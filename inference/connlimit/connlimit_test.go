@@ -162,20 +162,23 @@ func TestFullListenerEvictsTheIdleLongest(t *testing.T) {
 	r.l.SetBusy(lateC, true)
 	r.advance(time.Second)
 	r.l.SetBusy(earlyC, false) // idle since t+1s
-	r.advance(time.Second)
-	r.l.SetBusy(lateC, false) // idle since t+2s
+	r.advance(time.Second / 2)
+	r.l.SetBusy(lateC, false) // idle since t+1.5s
+	r.advance(time.Second / 2)
 
 	_, c := r.accept()
 	assert.True(t, early.isClosed(), "the connection idle longest made room")
-	assert.False(t, late.isClosed())
+	assert.False(t, late.isClosed(), "idle for less than its grace")
 	assert.False(t, busy.isClosed(), "a connection with a request in progress stays")
 	assert.Equal(t, Stats{Open: 3, Evicted: 1}, r.l.Stats())
 
-	// The newcomer is within its grace: the next goes to the idle one.
+	_, rc := r.acceptReserve()
+	assert.True(t, rc.(*Conn).Reserved(), "nothing idle for its grace: the reserve")
+	r.advance(time.Second / 2)
 	_, _ = r.accept()
 	assert.True(t, late.isClosed())
 	assert.False(t, busy.isClosed())
-	assert.Equal(t, Stats{Open: 3, Evicted: 2}, r.l.Stats())
+	assert.Equal(t, Stats{Open: 3, Reserved: 1, Evicted: 2}, r.l.Stats())
 	assert.False(t, c.(*Conn).Reserved())
 }
 
