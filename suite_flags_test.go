@@ -2,6 +2,7 @@ package inferbench_test
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -46,6 +47,7 @@ type suiteFlags struct {
 	grpcClient, grpcServer                                                    string
 	inputs, batching                                                          string
 	targets                                                                   targetList
+	targetCA                                                                  string
 
 	fs *flag.FlagSet // where they were registered
 }
@@ -101,7 +103,8 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
 	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
-	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port, repeated or comma-separated (several are driven at once, least outstanding requests first)")
+	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port (grpcs:// or https:// over TLS), repeated or comma-separated (several are driven at once, least outstanding requests first)")
+	fs.StringVar(&f.targetCA, "target-ca", "", "grpcs:// and https:// targets: a PEM file of the CA certificates to trust, or insecure to skip verification (default: the system's roots)")
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
 	fs.StringVar(&f.inputs, "input", "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
 	fs.StringVar(&f.batching, "batching", "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
@@ -143,6 +146,7 @@ type suiteConfig struct {
 	transports []string     // BenchmarkServer's transports
 	servers    []int        // nil: -servers not given (one server, no servers= in names)
 	targets    []target     // -target: servers to drive instead of starting any
+	targetTLS  *tls.Config  // -target and -target-ca: the targets' TLS; nil: plaintext
 	remote     *remoteModel // -target: what the targets said of the model (probeTargets)
 }
 
@@ -169,6 +173,7 @@ func cudaSHMTransport(tr string) bool { return strings.HasSuffix(tr, "-cudashm")
 type target struct {
 	url, scheme, addr string
 	local             bool // the host is this machine (loopback or one of its addresses)
+	tls               bool // grpcs:// or https://
 }
 
 // flagError is an invalid flag value: the flag, its value and the rule.

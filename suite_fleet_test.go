@@ -75,7 +75,7 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 		}
 	}
 	for _, a := range addrs {
-		c, err := dial(scheme, a)
+		c, err := dial(scheme, a, suite.targetTLS) // nil unless -target is TLS
 		if err != nil {
 			return f, err
 		}

@@ -2,6 +2,7 @@ package inferbench_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,10 +21,13 @@ type wireClient interface {
 }
 
 // dial returns a client of the server at addr speaking scheme (grpc or
-// http). It connects on its first call.
-func dial(scheme, addr string) (wireClient, error) {
+// http), over TLS with tlsCfg if set. It connects on its first call.
+func dial(scheme, addr string, tlsCfg *tls.Config) (wireClient, error) {
 	if scheme == grpcT {
-		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll, Transport: suite.flags.grpcClient})
+		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll, Transport: suite.flags.grpcClient, TLS: tlsCfg})
+	}
+	if tlsCfg != nil {
+		return client.NewHTTP("https://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll, TLS: tlsCfg})
 	}
 	return client.NewHTTP("http://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll})
 }
@@ -146,7 +150,7 @@ func (m remoteModel) outputBytes(batch int) (int64, error) {
 func (c *suiteConfig) probeTargets(ctx context.Context) error {
 	var models []remoteModel
 	for _, t := range c.targets {
-		cl, err := dial(t.scheme, t.addr)
+		cl, err := dial(t.scheme, t.addr, c.targetTLS)
 		if err != nil {
 			return fmt.Errorf("-target %s: %w", t.url, err)
 		}

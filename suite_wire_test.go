@@ -219,6 +219,9 @@ func TestWireFlagErrors(t *testing.T) {
 		{"path", []string{"-target", "http://127.0.0.1:8000/v2"}, `want only a scheme, a host and a port`},
 		{"two protocols", []string{"-target", "grpc://127.0.0.1:1,http://127.0.0.1:2"}, `all targets must speak one protocol (grpc:// first)`},
 		{"twice", []string{"-target", "grpc://127.0.0.1:1", "-target", "grpc://127.0.0.1:1"}, `listed twice`},
+		{"TLS and not", []string{"-target", "grpcs://127.0.0.1:1,grpc://127.0.0.1:2"}, `all targets must speak one protocol (grpcs:// first)`},
+		{"CA without TLS", []string{"-target", "grpc://127.0.0.1:1", "-target-ca", "ca.pem"}, `-target-ca "ca.pem": give it with grpcs:// or https:// targets`},
+		{"CA missing", []string{"-target", "https://127.0.0.1:1", "-target-ca", filepath.Join(dir, "none.pem")}, `-target-ca "` + filepath.Join(dir, "none.pem") + `": client: reading CA file`},
 		{"transport of another scheme", []string{"-target", "grpc://127.0.0.1:1", "-transports", "grpc,http"},
 			`-transports "grpc,http": a grpc:// target is reached over grpc or grpc-shm or grpc-cudashm, not "http"`},
 		{"inproc with a target", []string{"-target", "http://127.0.0.1:1", "-transports", "inproc"}, `not "inproc"`},
@@ -278,6 +281,21 @@ func TestTransportFlagValues(t *testing.T) {
 		assert.True(t, tg.local, tg.url)
 	}
 	assert.Equal(t, "[::1]:7000", c.targets[2].addr)
+
+	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-target", "grpcs://127.0.0.1:9000")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"grpc"}, c.transports, "grpcs:// is gRPC over TLS")
+	assert.True(t, c.targets[0].tls)
+	require.NotNil(t, c.targetTLS, "the system's roots")
+	assert.False(t, c.targetTLS.InsecureSkipVerify)
+	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-target", "https://127.0.0.1:9000", "-target-ca", "insecure")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http"}, c.transports)
+	require.NotNil(t, c.targetTLS)
+	assert.True(t, c.targetTLS.InsecureSkipVerify, "-target-ca insecure")
+	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-target", "http://127.0.0.1:9000")
+	require.NoError(t, err)
+	assert.Nil(t, c.targetTLS, "plaintext")
 
 	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-servers", "1,2", "-transports", "grpc-shm,inproc")
 	require.NoError(t, err)

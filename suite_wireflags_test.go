@@ -1,6 +1,7 @@
 package inferbench_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/inferbench/inferbench/inference/client"
 )
 
 // setTransports checks -transports, -target, -servers, -serve-bin and
@@ -22,6 +25,9 @@ func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
 	}
 	var err error
 	if c.targets, err = parseTargets(f.targets); err != nil {
+		return err
+	}
+	if c.targetTLS, err = targetTLS(f.targetCA, c.targets); err != nil {
 		return err
 	}
 	if len(c.targets) > 0 {
@@ -130,8 +136,8 @@ var findGo = func() (string, error) {
 	return "", errors.New("no go command on PATH or in GOROOT")
 }
 
-// parseTargets checks the -target URLs: grpc:// or http://, host and port,
-// all of one scheme, none twice.
+// parseTargets checks the -target URLs: grpc:// or http:// (grpcs:// or
+// https:// over TLS), host and port, all of one scheme, none twice.
 func parseTargets(raw []string) ([]target, error) {
 	var out []target
 	for _, r := range raw {
@@ -142,8 +148,9 @@ func parseTargets(raw []string) ([]target, error) {
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		if u.Scheme != grpcT && u.Scheme != httpT {
-			return nil, bad("want grpc://host:port or http://host:port")
+		scheme, secure := strings.CutSuffix(u.Scheme, "s")
+		if scheme != grpcT && scheme != httpT {
+			return nil, bad("want grpc://host:port or http://host:port (grpcs:// or https:// for TLS)")
 		}
 		host, port, err := net.SplitHostPort(u.Host)
 		if err != nil || host == "" || port == "" {
@@ -152,16 +159,39 @@ func parseTargets(raw []string) ([]target, error) {
 		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
 			return nil, bad("want only a scheme, a host and a port")
 		}
-		if len(out) > 0 && u.Scheme != out[0].scheme {
-			return nil, bad("all targets must speak one protocol (%s:// first)", out[0].scheme)
+		if len(out) > 0 && (scheme != out[0].scheme || secure != out[0].tls) {
+			return nil, bad("all targets must speak one protocol (%s first)", strings.TrimSuffix(out[0].url, out[0].addr))
 		}
-		t := target{url: u.Scheme + "://" + u.Host, scheme: u.Scheme, addr: u.Host, local: localHost(host)}
+		t := target{url: u.Scheme + "://" + u.Host, scheme: scheme, addr: u.Host, local: localHost(host), tls: secure}
 		if slices.ContainsFunc(out, func(o target) bool { return o.url == t.url }) {
 			return nil, bad("listed twice")
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// targetTLS is the TLS configuration of grpcs:// and https:// targets:
+// trusting -target-ca's certificates, not verifying with "insecure", or
+// the system's roots; nil for plaintext targets.
+func targetTLS(ca string, targets []target) (*tls.Config, error) {
+	if len(targets) == 0 || !targets[0].tls {
+		if ca != "" {
+			return nil, badFlag("target-ca", ca, "give it with grpcs:// or https:// targets")
+		}
+		return nil, nil
+	}
+	switch ca {
+	case "":
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+	case "insecure":
+		return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}, nil
+	}
+	cfg, err := client.LoadCA(ca)
+	if err != nil {
+		return nil, badFlag("target-ca", ca, "%v", err)
+	}
+	return cfg, nil
 }
 
 // localHost reports whether host names this machine: localhost, a loopback

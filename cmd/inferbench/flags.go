@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,15 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
+// Defaults of serve's front-door flags.
+const (
+	// defaultTimeout is -timeout: with the reject policy, every request is
+	// answered within it (plus its batch's compute time) at any overload.
+	defaultTimeout = 30 * time.Second
+	// defaultHealthConns is -health-conns.
+	defaultHealthConns = 16
+)
+
 // serveFlags are serve's settings: one flag per inference.Config field, and
 // the front door's.
 type serveFlags struct {
@@ -25,7 +35,9 @@ type serveFlags struct {
 	maxBody                                 int64
 	readHeaderTimeout, readTimeout          time.Duration
 	writeTimeout, idleTimeout               time.Duration
-	maxHeaderBytes, maxConns                int
+	maxHeaderBytes, maxConns, healthConns   int
+	tlsCertFile, tlsKeyFile                 string
+	tlsCert                                 *tls.Certificate // loaded by check
 	grpcMaxStreams                          uint
 	grpcServer                              string
 	grpcWindow                              int64
@@ -69,8 +81,8 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
 	fs.StringVar(&f.batches, "batches", "1", "batch sizes to prepare at start-up (plans, graphs), comma-separated")
 	fs.IntVar(&c.MaxQueue, "max-queue", inference.DefaultMaxQueue, "requests waiting for a worker at most")
-	fs.StringVar(&f.queuePolicy, "queue-policy", "block", "when the queue is full: block (wait, up to the request's deadline) or reject (503 / RESOURCE_EXHAUSTED at once)")
-	fs.DurationVar(&c.Timeout, "timeout", 0, "default deadline of a request from its arrival (0: none; a gRPC deadline or the request's \"timeout\" parameter overrides it)")
+	fs.StringVar(&f.queuePolicy, "queue-policy", "reject", "when the queue or -inflight-bytes is full: reject (503 with Retry-After / RESOURCE_EXHAUSTED at once) or block (wait, up to the request's deadline; the wait for -inflight-bytes is bounded only by the client's own deadline)")
+	fs.DurationVar(&c.Timeout, "timeout", defaultTimeout, "deadline of a request from its arrival: one still queued then is answered 504 / DEADLINE_EXCEEDED, one computing when it passes as soon as its batch ends (0: none; the request's \"timeout\" parameter or a gRPC deadline may shorten it)")
 	fs.BoolVar(&c.RejectNonFinite, "reject-non-finite", false, "reject inputs holding NaN or Inf (one pass over the data)")
 	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
@@ -91,7 +103,10 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 5*time.Minute, "HTTP: time from the end of the request's headers to the end of the answer")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "HTTP and gRPC: close connections idle this long")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "HTTP: largest request header block")
-	fs.IntVar(&f.maxConns, "max-conns", 1024, "open connections per listener at most (0: no limit)")
+	fs.IntVar(&f.maxConns, "max-conns", 1024, "connections served in full per listener (HTTP, gRPC, metrics); when that many are open, a new one replaces the one idle longest if that one has had no request in progress for 1 s (since its last request ended, or since it opened), else it goes to -health-conns (0: no limit)")
+	fs.IntVar(&f.healthConns, "health-conns", defaultHealthConns, "connections per HTTP and gRPC listener beyond -max-conns served only health checks (/v2/health/live and /ready; grpc.health.v1 Check and List, ServerLive, ServerReady), for 5 s each at most: every other request is answered 503 with Retry-After / UNAVAILABLE, so probes are answered while every -max-conns connection is busy; when they are all taken the oldest idle one makes room (0: none)")
+	fs.StringVar(&f.tlsCertFile, "tls-cert", "", "PEM certificate chain: serve HTTP (h2 and http/1.1) and gRPC over TLS 1.2 or later with it and -tls-key (both or neither; the metrics listener stays plain)")
+	fs.StringVar(&f.tlsKeyFile, "tls-key", "", "PEM private key of -tls-cert")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
 	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
@@ -165,6 +180,7 @@ func (f *serveFlags) check() error {
 	}{
 		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
 		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
+		{"-health-conns", f.healthConns, 0},
 	} {
 		if r.v < r.min {
 			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)
@@ -232,6 +248,24 @@ func (f *serveFlags) check() error {
 	if f.httpAddr == "" && f.grpcAddr == "" {
 		return fmt.Errorf("-http-addr and -grpc-addr are both empty: nothing to serve")
 	}
+	return f.loadTLS()
+}
+
+// loadTLS loads -tls-cert and -tls-key, given both or neither.
+func (f *serveFlags) loadTLS() error {
+	switch {
+	case f.tlsCertFile == "" && f.tlsKeyFile == "":
+		return nil
+	case f.tlsCertFile == "":
+		return fmt.Errorf("-tls-key %q without -tls-cert: give both or neither", f.tlsKeyFile)
+	case f.tlsKeyFile == "":
+		return fmt.Errorf("-tls-cert %q without -tls-key: give both or neither", f.tlsCertFile)
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCertFile, f.tlsKeyFile)
+	if err != nil {
+		return fmt.Errorf("-tls-cert %q and -tls-key %q: %v", f.tlsCertFile, f.tlsKeyFile, err)
+	}
+	f.tlsCert = &cert
 	return nil
 }
 

@@ -38,6 +38,7 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-shm-key-prefix", "a/b"}, `-shm-key-prefix "a/b": want the start of a shared-memory object's name`},
 		{[]string{"serve", "-shm-header", "novalue"}, `-shm-header: required header "novalue": want name=value`},
 		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
+		{[]string{"serve", "-health-conns", "-1"}, "-health-conns -1: must be at least 0"},
 		{[]string{"serve", "-grpc-window", "1000"}, "-grpc-window 1000: want 64 KiB (65536) to 256 MiB (268435456)"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
 		{[]string{"serve", "-no-such-flag"}, "flag provided but not defined: -no-such-flag"},

@@ -4,7 +4,8 @@
 //	inferbench serve [flags]
 //
 // With no flags it serves the embedded seeded ResNet-18 on the CPU at
-// :8000 (HTTP), :8001 (gRPC) and :8002 (metrics). `inferbench serve -h`
+// :8000 (HTTP), :8001 (gRPC) and :8002 (metrics, and health again);
+// -tls-cert and -tls-key put HTTP and gRPC behind TLS. `inferbench serve -h`
 // lists every flag. SIGINT or SIGTERM drains: readiness turns false at once,
 // accepted requests are answered, then the process exits 0 (1 if the grace
 // period ran out first).

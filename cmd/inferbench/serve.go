@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/busyread"
+	"github.com/inferbench/inferbench/inference/connlimit"
 	_ "github.com/inferbench/inferbench/inference/cuda" // registers the "cuda" back-end
 	_ "github.com/inferbench/inferbench/inference/nop"  // registers the "nop" back-end
 	"github.com/inferbench/inferbench/inference/protocol"
@@ -75,45 +76,41 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
-	httpSrv := &http.Server{
-		Handler:           svc.HTTPHandler(),
-		ReadHeaderTimeout: f.readHeaderTimeout,
-		ReadTimeout:       f.readTimeout,
-		WriteTimeout:      f.writeTimeout,
-		IdleTimeout:       f.idleTimeout,
-		MaxHeaderBytes:    f.maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	grpcSrv, err := svc.NewGRPCServer(f.grpcServer, protocol.GRPCLimits{
-		MaxMessageBytes: int(svc.MaxBodyBytes()), MaxStreams: uint32(f.grpcMaxStreams), IdleTimeout: f.idleTimeout,
-		StreamWindow: int32(f.grpcWindow),
-	})
+	door, err := f.servers(svc, lns, log)
 	if err != nil {
 		stopProfile()
 		lns.close()
 		srv.Close()
 		return err
 	}
-	metricsSrv := &http.Server{Handler: metricsHandler(svc), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 
-	failed := make(chan error, 3)
+	failed := make(chan error, 5)
 	var serving sync.WaitGroup
 	start := func(name string, ln net.Listener, serveFn func(net.Listener) error) {
 		if ln == nil {
 			return
 		}
-		log.Info("listening", "protocol", name, "addr", ln.Addr().String())
 		serving.Add(1)
 		go func() {
 			defer serving.Done()
-			if err := serveFn(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			if err := serveFn(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 				failed <- fmt.Errorf("%s server: %w", name, err)
 			}
 		}()
 	}
-	start("http", lns.http, httpSrv.Serve)
-	start("grpc", lns.grpc, grpcSrv.Serve)
-	start("metrics", lns.metrics, metricsSrv.Serve)
+	for _, x := range []struct {
+		name string
+		ln   net.Listener
+	}{{"http", lns.http}, {"grpc", lns.grpc}, {"metrics", lns.metrics}} {
+		if x.ln != nil {
+			log.Info("listening", "protocol", x.name, "addr", x.ln.Addr().String(), "tls", f.tlsCert != nil && x.name != "metrics")
+		}
+	}
+	start("http", lns.http, door.http.Serve)
+	start("http health", lns.httpHealth, door.httpHealth.Serve)
+	start("grpc", lns.grpc, door.grpc.Serve)
+	start("grpc health", lns.grpcHealth, door.grpcHealth.Serve)
+	start("metrics", lns.metrics, door.metrics.Serve)
 	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
 
 	var cause error
@@ -123,7 +120,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case cause = <-failed:
 		log.Error("stopping", "err", cause)
 	}
-	err = drain(f, log, svc, srv, httpSrv, grpcSrv, metricsSrv)
+	err = drain(f, log, svc, srv, door)
 	serving.Wait()
 	if perr := stopProfile(); perr != nil {
 		err = errors.Join(err, perr)
@@ -144,7 +141,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // drain stops everything within f.grace; an error says what was cut off.
-func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inference.Server, httpSrv *http.Server, grpcSrv protocol.GRPCServer, metricsSrv *http.Server) error {
+func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inference.Server, door *frontDoor) error {
 	svc.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()
@@ -154,24 +151,31 @@ func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inferenc
 	}
 	var wg sync.WaitGroup
 	var httpErr error
-	wg.Add(2)
-	go func() {
+	shutdownHTTP := func(h *http.Server, err *error) {
 		defer wg.Done()
-		if httpErr = httpSrv.Shutdown(ctx); httpErr != nil {
-			httpSrv.Close()
+		if e := h.Shutdown(ctx); e != nil {
+			h.Close()
+			if err != nil {
+				*err = e
+			}
 		}
-	}()
-	go func() {
+	}
+	stopGRPC := func(g protocol.GRPCServer) {
 		defer wg.Done()
 		done := make(chan struct{})
-		go func() { grpcSrv.GracefulStop(); close(done) }()
+		go func() { g.GracefulStop(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			grpcSrv.Stop()
+			g.Stop()
 			<-done
 		}
-	}()
+	}
+	wg.Add(4)
+	go shutdownHTTP(door.http, &httpErr)
+	go shutdownHTTP(door.httpHealth, nil)
+	go stopGRPC(door.grpc)
+	go stopGRPC(door.grpcHealth)
 	wg.Wait()
 	if err := svc.Close(); err != nil {
 		log.Error("closing the front door", "err", err)
@@ -179,7 +183,7 @@ func drain(f *serveFlags, log *slog.Logger, svc *protocol.Service, srv *inferenc
 	st := srv.Stats()
 	srvErr := srv.Shutdown(ctx)
 	mctx, mcancel := context.WithTimeout(context.Background(), time.Second)
-	metricsSrv.Shutdown(mctx)
+	door.metrics.Shutdown(mctx)
 	mcancel()
 	if ctx.Err() != nil {
 		return fmt.Errorf("grace period of %v ran out before every accepted request was answered (%d queued at the time): %w", f.grace, st.Queued, errors.Join(httpErr, srvErr, ctx.Err()))
@@ -196,34 +200,64 @@ func (f *serveFlags) config() (inference.Config, error) {
 	return c, nil
 }
 
-type listeners struct{ http, grpc, metrics net.Listener }
+// listeners are serve's: each of HTTP and gRPC has one for the servers
+// serving everything and one for its connlimit reserve, served health
+// checks only (nil without -max-conns); conns are their limits, which the
+// servers tell which connections are busy (nil entries without).
+type listeners struct {
+	http, grpc, metrics    net.Listener
+	httpHealth, grpcHealth net.Listener
+	conns                  struct{ http, grpc, metrics *connlimit.Listener }
+}
 
-// listen opens every configured address, each limited to f.maxConns
-// connections. With poll (-idle-poll) above 0, reads of the HTTP and gRPC
-// connections look for up to poll before they sleep (busyread).
+// listen opens every configured address. With -max-conns, each takes that
+// many connections in full and -health-conns more for health checks only
+// (package connlimit); with -tls-cert, HTTP and gRPC speak TLS. With poll
+// (-idle-poll) above 0, reads of the HTTP and gRPC connections look for up
+// to poll before they sleep (busyread).
 func (f *serveFlags) listen(poll time.Duration) (*listeners, error) {
 	var l listeners
-	open := func(addr string, poll time.Duration) (net.Listener, error) {
+	open := func(addr string, poll time.Duration, reserve int, alpn []string, main, health *net.Listener, lim **connlimit.Listener) error {
 		if addr == "" {
-			return nil, nil
+			return nil
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ln = busyread.Listener(ln, poll)
+		*main = busyread.Listener(ln, poll)
 		if f.maxConns > 0 {
-			ln = netutil.LimitListener(ln, f.maxConns)
+			cl, err := connlimit.New(*main, connlimit.Config{Max: f.maxConns, Reserve: reserve})
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			*lim, *main = cl, cl
+			if reserve > 0 {
+				*health = cl.Reserve()
+			}
 		}
-		return ln, nil
+		if f.tlsCert != nil && alpn != nil {
+			*main = tls.NewListener(*main, f.tlsConfig(alpn...))
+			if *health != nil {
+				*health = tls.NewListener(*health, f.tlsConfig(alpn...))
+			}
+		}
+		return nil
 	}
-	var err error
 	for _, x := range []struct {
-		addr string
-		ln   *net.Listener
-		poll time.Duration
-	}{{f.httpAddr, &l.http, poll}, {f.grpcAddr, &l.grpc, poll}, {f.metricsAddr, &l.metrics, 0}} {
-		if *x.ln, err = open(x.addr, x.poll); err != nil {
+		addr         string
+		poll         time.Duration
+		reserve      int
+		alpn         []string
+		main, health *net.Listener
+		lim          **connlimit.Listener
+	}{
+		{f.httpAddr, poll, f.healthConns, []string{"h2", "http/1.1"}, &l.http, &l.httpHealth, &l.conns.http},
+		{f.grpcAddr, poll, f.healthConns, []string{"h2"}, &l.grpc, &l.grpcHealth, &l.conns.grpc},
+		{f.metricsAddr, 0, 0, nil, &l.metrics, new(net.Listener), &l.conns.metrics},
+	} {
+		if err := open(x.addr, x.poll, x.reserve, x.alpn, x.main, x.health, x.lim); err != nil {
 			l.close()
 			return nil, err
 		}
@@ -239,13 +273,95 @@ func (l *listeners) close() {
 	}
 }
 
+// frontDoor is serve's servers: HTTP, gRPC, their health-only twins for
+// the connlimit reserve, and metrics.
+type frontDoor struct {
+	http, httpHealth, metrics *http.Server
+	grpc, grpcHealth          protocol.GRPCServer
+}
+
+// servers builds the servers of lns, each reporting to its listener's
+// connection limit which connections are busy.
+func (f *serveFlags) servers(svc *protocol.Service, lns *listeners, log *slog.Logger) (*frontDoor, error) {
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	d := &frontDoor{
+		http: &http.Server{
+			Handler:           svc.HTTPHandler(),
+			ReadHeaderTimeout: f.readHeaderTimeout,
+			ReadTimeout:       f.readTimeout,
+			WriteTimeout:      f.writeTimeout,
+			IdleTimeout:       f.idleTimeout,
+			MaxHeaderBytes:    f.maxHeaderBytes,
+			ErrorLog:          errLog,
+			ConnState:         connState(lns.conns.http),
+		},
+		// A reserve connection's deadlines end with its lifetime anyway.
+		httpHealth: &http.Server{
+			Handler:           svc.HealthHTTPHandler(),
+			ReadHeaderTimeout: connlimit.DefaultReserveLifetime,
+			MaxHeaderBytes:    healthMaxHeaderBytes,
+			ErrorLog:          errLog,
+			ConnState:         connState(lns.conns.http),
+		},
+		metrics: &http.Server{
+			Handler: metricsHandler(svc), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+			ConnState: connState(lns.conns.metrics),
+		},
+	}
+	d.httpHealth.SetKeepAlivesEnabled(false)
+	limits := protocol.GRPCLimits{
+		MaxMessageBytes: int(svc.MaxBodyBytes()), MaxStreams: uint32(f.grpcMaxStreams), IdleTimeout: f.idleTimeout,
+		StreamWindow: int32(f.grpcWindow),
+	}
+	var grpcConns protocol.ConnTracker
+	if lns.conns.grpc != nil {
+		grpcConns = lns.conns.grpc
+	}
+	limits.Conns = grpcConns
+	var err error
+	if d.grpc, err = svc.NewGRPCServer(f.grpcServer, limits); err != nil {
+		return nil, err
+	}
+	d.grpcHealth = svc.NewHealthGRPCServer(grpcConns)
+	return d, nil
+}
+
+// healthMaxHeaderBytes bounds a health-only connection's request headers.
+const healthMaxHeaderBytes = 8 << 10
+
+// connState is an http.Server's ConnState hook telling lim (if set) when
+// a connection starts and stops serving a request.
+func connState(lim *connlimit.Listener) func(net.Conn, http.ConnState) {
+	if lim == nil {
+		return nil
+	}
+	return func(c net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateActive:
+			lim.SetBusy(c, true)
+		case http.StateIdle:
+			lim.SetBusy(c, false)
+		}
+	}
+}
+
+// tlsConfig is the listeners' TLS: -tls-cert's certificate, TLS 1.2 at
+// least, offering the application protocols alpn.
+func (f *serveFlags) tlsConfig(alpn ...string) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{*f.tlsCert}, MinVersion: tls.VersionTLS12, NextProtos: alpn}
+}
+
 // metricsHandler serves GET /metrics: the model's figures plus the Go
-// runtime's and the process's.
+// runtime's and the process's; and GET /v2/health/live and /ready, so that
+// probes have a port of their own that inference traffic does not use.
 func metricsHandler(svc *protocol.Service) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(svc.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second}))
+	health := svc.HealthHTTPHandler()
+	mux.Handle("GET /v2/health/live", health)
+	mux.Handle("GET /v2/health/ready", health)
 	return mux
 }
 

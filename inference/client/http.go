@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,10 @@ type HTTPOptions struct {
 	// server's next bytes for up to this long before they sleep (package
 	// busyread), as GRPCOptions.ReadPoll does.
 	ReadPoll time.Duration
+	// TLS configures the connections of an https:// base URL (LoadCA makes
+	// one that trusts a private CA); nil means the system's roots. It is
+	// cloned, not kept.
+	TLS *tls.Config
 	// Transport, if set, is used instead of one made from the fields above.
 	Transport http.RoundTripper
 }
@@ -45,7 +50,7 @@ type HTTPClient struct {
 func NewHTTP(baseURL string, opts HTTPOptions) (*HTTPClient, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: base URL %q: want http://host:port", baseURL)
+		return nil, fmt.Errorf("client: base URL %q: want http://host:port or https://host:port", baseURL)
 	}
 	if opts.MaxConnsPerHost <= 0 {
 		opts.MaxConnsPerHost = 64
@@ -65,6 +70,8 @@ func NewHTTP(baseURL string, opts HTTPOptions) (*HTTPClient, error) {
 			ResponseHeaderTimeout: 0, // inference may queue; the caller's context bounds it
 			WriteBufferSize:       256 << 10,
 			ReadBufferSize:        256 << 10,
+			TLSClientConfig:       opts.TLS.Clone(),
+			TLSHandshakeTimeout:   10 * time.Second,
 		}
 	}
 	return &HTTPClient{base: strings.TrimRight(u.String(), "/"), hc: &http.Client{Transport: rt}, opts: opts}, nil

@@ -47,6 +47,9 @@ type GRPCLimits struct {
 	// (a call's message is buffered up to that anyway) or 256 MiB counts as
 	// that.
 	StreamWindow int32
+	// Conns, if set, hears when each connection's calls go from none to
+	// some and back (a connection limit that closes idle ones).
+	Conns ConnTracker
 }
 
 // The limits both gRPC servers take that GRPCLimits does not set: the
@@ -81,7 +84,7 @@ func (s *Service) grpcLimits(l GRPCLimits) GRPCLimits {
 // batch-sized messages.
 func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 	l = s.grpcLimits(l)
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(l.MaxMessageBytes),
 		grpc.MaxSendMsgSize(l.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(l.MaxStreams),
@@ -104,6 +107,10 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		s.codecOption(),
 	}
+	if l.Conns != nil {
+		opts = append(opts, grpc.StatsHandler(callTracker{l.Conns}))
+	}
+	return opts
 }
 
 // grpcBuffers is the gRPC servers' buffer pool.
@@ -143,11 +150,15 @@ func (s *Service) NewGRPCServer(impl string, l GRPCLimits) (GRPCServer, error) {
 		return g, nil
 	case GRPCServerH2:
 		l = s.grpcLimits(l)
-		g := h2grpc.NewServer(h2grpc.ServerOptions{
+		o := h2grpc.ServerOptions{
 			MaxMessageBytes: l.MaxMessageBytes, MaxStreams: l.MaxStreams, MaxHeaderBytes: grpcMaxHeaderBytes,
 			StreamWindow: l.StreamWindow, IdleTimeout: l.IdleTimeout, HandshakeTimeout: grpcHandshakeTimeout,
 			Sink: s.grpcSink, Log: s.opts.Log,
-		})
+		}
+		if l.Conns != nil {
+			o.OnIdle = func(c net.Conn, idle bool) { l.Conns.SetBusy(c, !idle) }
+		}
+		g := h2grpc.NewServer(o)
 		s.RegisterGRPC(g)
 		return g, nil
 	}

@@ -378,6 +378,7 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 	})
 	c.mu.Lock()
 	c.streams[st.id] = st
+	c.reportIdle(len(c.streams) == 1, false)
 	c.mu.Unlock()
 	go st.run(m)
 	return nil
@@ -410,6 +411,7 @@ func (c *serverConn) endStream(st *serverStream) {
 		return
 	}
 	delete(c.streams, st.id)
+	c.reportIdle(len(c.streams) == 0, true)
 	c.ended = append(c.ended, st)
 	last := c.goingAway && len(c.streams) == 0
 	c.cond.Broadcast()

@@ -39,6 +39,12 @@ type ServerOptions struct {
 	Sink SinkFunc
 	// Log, if set, gets a line for each connection ended by an error.
 	Log *slog.Logger
+	// OnIdle, if set, is told when a connection's open calls go from none
+	// to one (idle false) and back to none (idle true), so that a
+	// connection limit can tell idle connections from busy ones. It is
+	// called with the connection's lock held: it must return promptly and
+	// not call the Server.
+	OnIdle func(conn net.Conn, idle bool)
 }
 
 func (o *ServerOptions) setDefaults() {

@@ -17,8 +17,12 @@ var Chunk int64 = 128 << 10
 // To writes the first n bytes of bufs (all of them if they hold fewer) to
 // w, straight from the slices, Chunk bytes a call at most. It returns how
 // many bytes it wrote and bufs without them: the slices left, the first
-// trimmed in place.
+// trimmed in place. A w with a PlainConn method (a wrapper that passes
+// bytes through unchanged, as connlimit.Conn) is written through it.
 func To(w io.Writer, bufs [][]byte, n int64) (int64, [][]byte, error) {
+	if p, ok := w.(interface{ PlainConn() net.Conn }); ok {
+		w = p.PlainConn()
+	}
 	var total int64
 	// One chunk's slices, in storage reused for every chunk (WriteTo
 	// consumes out's header, not chunk's): no allocation per chunk.
