@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,9 +9,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -262,4 +266,42 @@ func TestServerAndClientOverTLS(t *testing.T) {
 	resp, err = v2pb.NewGRPCInferenceServiceClient(cc).ModelInfer(ctx, &v2pb.ModelInferRequest{Id: "tls", RawInputContents: [][]byte{raw}})
 	require.NoError(t, err)
 	assert.Equal(t, reversed(raw), resp.GetRawOutputContents()[0])
+}
+
+// lockedBuffer is a bytes.Buffer for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// The lines logged about bad peers are rate-limited: 20 connections that
+// are not HTTP/2 leave peerLogLines lines, not 20.
+func TestPeerWarningsAreRateLimited(t *testing.T) {
+	var out lockedBuffer
+	s, addr := serve(t, ServerOptions{Log: slog.New(slog.NewTextHandler(&out, nil))}, &echo{})
+	for range 20 {
+		nc, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		_, err = io.ReadAll(nc)
+		require.NoError(t, err, "the server closes the connection")
+		nc.Close()
+	}
+	s.Stop() // every connection's goroutine has logged and returned
+	lines := strings.Count(out.String(), "grpc connection ended")
+	assert.Equal(t, peerLogLines, lines, "lines logged about 20 bad peers:\n%s", out.String())
 }
