@@ -252,3 +252,16 @@ func TestDeclarationsOverTheBoundsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// The h2grpc server answers a request over a bound as soon as the sink
+// counts past it, not once the rest of the message has arrived: an id
+// announced at 1 MiB, with nothing after its length, is refused at once.
+func TestOverLimitIsAnsweredBeforeTheRestArrives(t *testing.T) {
+	addrs := claimServers(t)
+	head := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.BytesType), 1<<20)
+	p := dialH2(t, addrs[protocol.GRPCServerH2])
+	p.call(1, grpcMessage(len(head)+1<<20, head), false)
+	code, msg := p.status(1)
+	assert.Equal(t, codes.ResourceExhausted, code, msg)
+	assert.Contains(t, msg, "bytes in its id")
+}

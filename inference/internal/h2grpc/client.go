@@ -586,7 +586,7 @@ func (cc *clientConn) receive(st *clientStream, n int) error {
 		if b, ok := s.(*bytesSink); ok {
 			st.msg = b
 		}
-	})
+	}, nil)
 }
 
 // taken gives back window for n bytes read, on the connection and, if st

@@ -274,8 +274,9 @@ type inbound struct {
 
 // receive reads n bytes of DATA from r. At each message's prefix, open
 // picks its sink (a failedSink drops its bytes); done gets each message
-// once all its bytes are in.
-func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, size int) Sink, done func(Sink)) error {
+// once all its bytes are in; fail, if not nil, gets a sink's error as soon
+// as Filled returns it (the rest of the message is dropped as it arrives).
+func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, size int) Sink, done func(Sink), fail func(error)) error {
 	for n > 0 {
 		if in.cur == nil {
 			k := min(5-in.npre, n)
@@ -307,7 +308,11 @@ func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, si
 				k -= len(buf)
 				if err := in.cur.Filled(len(buf)); err != nil {
 					in.cur.Release()
-					in.cur = failedSink{statusOf(err)}
+					err = statusOf(err)
+					in.cur = failedSink{err}
+					if fail != nil {
+						fail(err)
+					}
 				}
 			}
 		}

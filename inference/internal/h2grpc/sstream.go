@@ -109,8 +109,14 @@ func (st *serverStream) admit(n int64) bool {
 
 // receive reads n bytes of a DATA frame from r into the stream's messages.
 func (st *serverStream) receive(r *bufio.Reader, n int) error {
-	return st.in.receive(r, n, st.open, st.complete)
+	return st.in.receive(r, n, st.open, st.complete, st.failNow)
 }
+
+// failNow answers the call with a message's error as soon as its sink
+// returns it (a request over a declared bound), instead of once the rest of
+// the message has arrived. (In a goroutine: the handler may hold the send
+// side while it waits for a window only the reader can grow.)
+func (st *serverStream) failNow(err error) { go st.finish(status.Convert(err)) }
 
 // open picks the sink of a message of size bytes.
 func (st *serverStream) open(compressed bool, size int) Sink {
