@@ -18,7 +18,9 @@ import (
 type ServerOptions struct {
 	// MaxMessageBytes bounds a received or sent message; 0 means 4 MiB.
 	MaxMessageBytes int
-	// MaxStreams bounds concurrent calls per connection; 0 means 100.
+	// MaxStreams bounds concurrent calls per connection, a call counting
+	// from its HEADERS until its handler has returned, reset by its client
+	// or not; calls over it are refused (REFUSED_STREAM). 0 means 100.
 	MaxStreams uint32
 	// MaxHeaderBytes bounds a call's decoded header list (HPACK sizes:
 	// names, values and 32 bytes a field); 0 means 16 KiB.
