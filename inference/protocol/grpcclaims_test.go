@@ -217,6 +217,17 @@ func TestDeclarationsOverTheBoundsAreRefused(t *testing.T) {
 		entry := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "k"+strconv.Itoa(i))
 		params = protowire.AppendBytes(protowire.AppendTag(params, 4, protowire.BytesType), entry)
 	}
+	// An input whose shape has 2M dimensions, and one whose contents are
+	// 2M empty bytes_contents.
+	var dims, entries []byte
+	for range 2 << 20 {
+		dims = append(dims, 1)
+		entries = protowire.AppendBytes(protowire.AppendTag(entries, 8, protowire.BytesType), nil)
+	}
+	shape := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType),
+		protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), dims))
+	contents := protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType),
+		protowire.AppendBytes(protowire.AppendTag(nil, 5, protowire.BytesType), entries))
 	id, err := proto.Marshal(&v2pb.ModelInferRequest{ModelName: "resnet18", Id: strings.Repeat("<", protocol.DefaultMaxIDBytes+1)})
 	require.NoError(t, err)
 	okID, err := proto.Marshal(&v2pb.ModelInferRequest{ModelName: "resnet18", Id: strings.Repeat("<", protocol.DefaultMaxIDBytes)})
@@ -229,6 +240,8 @@ func TestDeclarationsOverTheBoundsAreRefused(t *testing.T) {
 	}{
 		{"a million empty inputs", inputs, codes.ResourceExhausted, "more than 16 inputs"},
 		{"65 parameters", params, codes.ResourceExhausted, "more than 64 parameters"},
+		{"a shape of 2M dimensions", shape, codes.ResourceExhausted, "dimensions in the shape of input 1"},
+		{"2M empty bytes_contents", contents, codes.ResourceExhausted, "values in the contents of input 1"},
 		{"an id over MaxIDBytes", id, codes.ResourceExhausted, "bytes in its id"},
 		{"an id of MaxIDBytes", okID, codes.InvalidArgument, "inputs"},
 	} {

@@ -3,7 +3,6 @@ package protocol
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -86,7 +85,14 @@ func (k *inferSink) Buffer(n int) []byte {
 		return k.raw[k.rawOff : k.rawOff+n : k.rawOff+n]
 	}
 	n = min(n, k.need)
-	k.fields = slices.Grow(k.fields, n)
+	if l := len(k.fields); cap(k.fields)-l < n {
+		// Double, up to the end of the field being gathered: its bytes
+		// are copied about once in all, and what is held is at most twice
+		// what arrived.
+		grown := make([]byte, l, min(max(2*cap(k.fields), l+n), l+k.need))
+		copy(grown, k.fields)
+		k.fields = grown
+	}
 	return k.fields[len(k.fields) : len(k.fields)+n]
 }
 
@@ -243,11 +249,16 @@ const (
 
 	tensorNameField    = 1 // InferInputTensor and InferRequestedOutputTensor
 	inputDatatypeField = 2
+	inputShapeField    = 3
 	inputParamsField   = 4
+	inputContentsField = 5
 	outputParamsField  = 2
 	paramKeyField      = 1 // a map entry
 	paramValueField    = 2
 	paramStringField   = 3 // InferParameter.string_param
+	fp32ContentsField  = 6 // InferTensorContents
+	fp64ContentsField  = 7
+	bytesContentsField = 8
 )
 
 // stringBytesWhat is what an over-long string is counted as.
@@ -300,24 +311,74 @@ func (k *inferSink) count(num protowire.Number, f []byte) error {
 }
 
 // checkTensor checks an input's or output's encoded fields: the length of
-// its name and datatype, its parameters' count and each parameter.
+// its name and datatype, its parameters' count and each parameter, and an
+// input's shape's dimensions and typed contents' values (contentsValues).
 // Malformed bytes are left to protobuf to report.
 func (k *inferSink) checkTensor(b []byte, params protowire.Number, kind string, index int) error {
-	n := 0
-	return eachBytesField(b, func(num protowire.Number, v []byte) error {
+	input := params == inputParamsField
+	nparams, dims := 0, 0
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
+		case input && num == inputShapeField:
+			if typ == protowire.BytesType {
+				dims += varints(v)
+			} else {
+				dims++
+			}
+			if dims > k.lim.MaxShapeDims {
+				return overLimit(fmt.Sprintf("dimensions in the shape of %s %d", kind, index), k.lim.MaxShapeDims)
+			}
+		case input && num == inputContentsField && typ == protowire.BytesType:
+			if bound := k.s.model.maxBatch * k.s.model.imageValues(); contentsValues(v) > bound {
+				return overLimit(fmt.Sprintf("values in the contents of %s %d", kind, index), bound)
+			}
+		case typ != protowire.BytesType:
 		case num == params:
-			if n++; n > k.lim.MaxParameters {
+			if nparams++; nparams > k.lim.MaxParameters {
 				return overLimit(fmt.Sprintf("parameters in %s %d", kind, index), k.lim.MaxParameters)
 			}
 			return k.checkParam(v)
-		case num == tensorNameField || (num == inputDatatypeField && params == inputParamsField):
+		case num == tensorNameField || (input && num == inputDatatypeField):
 			if len(v) > k.lim.MaxStringBytes {
 				return overLimit(stringBytesWhat, k.lim.MaxStringBytes)
 			}
 		}
 		return nil
 	})
+}
+
+// contentsValues counts the values of an encoded InferTensorContents: a
+// packed field's elements (a varint's last byte is below 0x80) and each
+// other field, so that contents are refused before they are decoded, at up
+// to 24 bytes a value (bytes_contents), when they hold more values than
+// the model's largest input.
+func contentsValues(b []byte) int {
+	n := 0
+	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		switch {
+		case typ != protowire.BytesType || num == bytesContentsField:
+			n++
+		case num == fp32ContentsField:
+			n += len(v) / 4
+		case num == fp64ContentsField:
+			n += len(v) / 8
+		default:
+			n += varints(v)
+		}
+		return nil
+	})
+	return n
+}
+
+// varints counts the varints of a packed field: the bytes below 0x80.
+func varints(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c < 0x80 {
+			n++
+		}
+	}
+	return n
 }
 
 // checkParam checks a parameter's map entry: its key's and string value's
@@ -344,25 +405,35 @@ func (k *inferSink) checkParam(b []byte) error {
 // eachBytesField calls f with each length-delimited field of the encoded
 // message b, skipping the others, until f fails or b ends or is malformed.
 func eachBytesField(b []byte, f func(protowire.Number, []byte) error) error {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		return f(num, v)
+	})
+}
+
+// eachField calls f with each field of the encoded message b, its value
+// being a length-delimited field's bytes (nil for other types), until f
+// fails or b ends or is malformed.
+func eachField(b []byte, f func(protowire.Number, protowire.Type, []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil
 		}
 		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil
-			}
-			b = b[n:]
-			continue
+		var v []byte
+		if typ == protowire.BytesType {
+			v, n = protowire.ConsumeBytes(b)
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
-		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
 			return nil
 		}
 		b = b[n:]
-		if err := f(num, v); err != nil {
+		if err := f(num, typ, v); err != nil {
 			return err
 		}
 	}

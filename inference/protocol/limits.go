@@ -18,6 +18,9 @@ type RequestLimits struct {
 	MaxStringBytes int
 	// MaxDepth bounds the nesting of JSON arrays and objects; DefaultMaxDepth.
 	MaxDepth int
+	// MaxShapeDims bounds the dimensions of a tensor's shape;
+	// DefaultMaxShapeDims.
+	MaxShapeDims int
 }
 
 // The defaults of RequestLimits. The model has one input and one output, so
@@ -30,6 +33,7 @@ const (
 	DefaultMaxIDBytes     = 256
 	DefaultMaxStringBytes = 1024
 	DefaultMaxDepth       = 8
+	DefaultMaxShapeDims   = 8
 )
 
 // withDefaults returns l with each zero field set to its default.
@@ -45,6 +49,7 @@ func (l RequestLimits) withDefaults() RequestLimits {
 	def(&l.MaxIDBytes, DefaultMaxIDBytes)
 	def(&l.MaxStringBytes, DefaultMaxStringBytes)
 	def(&l.MaxDepth, DefaultMaxDepth)
+	def(&l.MaxShapeDims, DefaultMaxShapeDims)
 	return l
 }
 
