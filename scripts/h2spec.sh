@@ -8,8 +8,8 @@
 #    h2spec against it (prior knowledge, as gRPC clients connect) with a
 #    JUnit report, and stops the server.
 # 3. Prints each server's passed/failed/skipped counts and fails if a case
-#    that grpc-go passes fails on h2grpc. Cases both fail are listed in
-#    docs/H2SPEC.md with the reason.
+#    that grpc-go passes fails on h2grpc, in a second run of h2grpc too.
+#    Cases both fail are listed in docs/H2SPEC.md with the reason.
 #
 # Environment (optional): H2SPEC (the h2spec binary; default: h2spec on the
 # PATH, else $(go env GOPATH)/bin/h2spec), H2SPEC_OUT (where the reports go;
@@ -98,6 +98,15 @@ cases "$out/grpc-go.xml" passed | sort >"$tmp/go-passed"
 cases "$out/h2grpc.xml" failed | sort >"$tmp/h2-failed"
 cases "$out/grpc-go.xml" failed | sort >"$tmp/go-failed"
 regressions=$(comm -12 "$tmp/go-passed" "$tmp/h2-failed")
+if [ -n "$regressions" ]; then
+  # A case is a regression only if it fails twice: a few cases race the
+  # server's closing of the connection against h2spec's reading.
+  echo "again, h2grpc, for: $(echo "$regressions" | wc -l) cases"
+  mv "$out/h2grpc.xml" "$out/h2grpc-1.xml"
+  run_h2spec h2grpc
+  cases "$out/h2grpc.xml" failed | sort >"$tmp/h2-failed-2"
+  regressions=$(comm -12 "$tmp/go-passed" "$tmp/h2-failed" | comm -12 - "$tmp/h2-failed-2")
+fi
 both=$(comm -12 "$tmp/go-failed" "$tmp/h2-failed")
 if [ -n "$both" ]; then
   echo
