@@ -32,7 +32,7 @@ func init() { suiteFlagValues.register(flag.CommandLine) }
 
 // algoCacheEnv names the environment variable that sets the cuda back-end's
 // algorithm cache file.
-const algoCacheEnv = cuda.CacheEnv
+var algoCacheEnv = cuda.CacheEnv
 
 // coldCache is the algorithm cache file of every server under -cold: it is
 // emptied before each server starts, and its path stays the same so that the

@@ -1,13 +1,17 @@
 package protocol
 
 import (
+	"net/http"
 	"runtime"
 	"sync"
 	"unsafe"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
@@ -44,12 +48,47 @@ func (c inferCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	for i, b := range data {
 		segs[i] = b.ReadOnlyData()
 	}
-	k := c.s.newInferSink(data.Len())
+	k := c.s.newInferSink(data.Len(), true)
 	if err := k.fill(segs); err != nil {
 		k.Release()
-		return err
+		return markOverLimit(r, err)
 	}
 	return k.Decode(r)
+}
+
+// overLimitField is the field number under which the codec leaves, as
+// r's unknown field, the message of a request over one of RequestLimits:
+// grpc-go answers a codec's error as Internal, so the handler answers it
+// instead, as ResourceExhausted (overLimitOf), as the h2grpc server does.
+const overLimitField = protowire.MaxValidNumber
+
+// markOverLimit leaves err's message in r if err is ResourceExhausted and
+// returns nil; else it returns err.
+func markOverLimit(r *v2pb.ModelInferRequest, err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return err
+	}
+	r.Reset()
+	r.ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, overLimitField, protowire.BytesType), st.Message()))
+	return nil
+}
+
+// overLimitOf returns the error markOverLimit left in r, if any.
+func overLimitOf(r *v2pb.ModelInferRequest) error {
+	u := r.ProtoReflect().GetUnknown()
+	if len(u) == 0 {
+		return nil
+	}
+	num, typ, n := protowire.ConsumeTag(u)
+	if n < 0 || num != overLimitField || typ != protowire.BytesType {
+		return nil
+	}
+	msg, n := protowire.ConsumeString(u[n:])
+	if n < 0 {
+		return nil
+	}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: codes.ResourceExhausted, Msg: msg}
 }
 
 // rawInputField is ModelInferRequest.raw_input_contents's field number.
@@ -57,22 +96,30 @@ const rawInputField = 7
 
 // rawBuffer is where the k-th raw input of n bytes of r goes: a lent buffer
 // of the pool when it is the model's one FP32 input with a valid shape and
-// exactly its size, else a new slice.
-func (s *Service) rawBuffer(r *v2pb.ModelInferRequest, k, n int) []byte {
+// exactly its size and the in-flight budget has room for it (lent is
+// true); else, with whole (its bytes are all in memory already), a new
+// slice; else nil: the caller grows a buffer as the bytes arrive.
+func (s *Service) rawBuffer(r *v2pb.ModelInferRequest, k, n int, whole bool) (dst []byte, lent bool) {
+	other := func() ([]byte, bool) {
+		if whole {
+			return make([]byte, n), false
+		}
+		return nil, false
+	}
 	m := s.model
 	if k != 0 || len(r.GetInputs()) != 1 || !hostLittleEndian || r.GetModelName() != m.name || !m.matches(r.GetModelVersion()) {
-		return make([]byte, n)
+		return other()
 	}
 	t := r.GetInputs()[0]
 	images, err := m.checkInput(t.GetName(), t.GetDatatype(), t.GetShape())
 	if err != nil || t.GetDatatype() != FP32 || n != m.byteSize(images, FP32) || len(t.GetParameters()) > 0 {
-		return make([]byte, n)
+		return other()
 	}
 	in, ok := m.inputs.lend(images, m.imageValues())
 	if !ok {
-		return make([]byte, n)
+		return other()
 	}
-	return floatBytes(in.Data)
+	return floatBytes(in.Data), true
 }
 
 // parallelCopyBytes is the size from which the codec copies a raw input

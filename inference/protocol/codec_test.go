@@ -131,7 +131,7 @@ func TestVarintsAsProtobuf(t *testing.T) {
 				return c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, r)
 			})
 			checkInferDecoder(t, s, msg, func(r *v2pb.ModelInferRequest) error {
-				k := s.newInferSink(len(msg))
+				k := s.newInferSink(len(msg), false)
 				for _, x := range msg {
 					b := k.Buffer(1)
 					b[0] = x

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -193,6 +195,11 @@ func checkInferDecoder(t *testing.T, s *Service, msg []byte, decode func(r *v2pb
 	}
 	require.True(t, s.model.inputs.inUse.TryAcquire(s.model.inputs.limit), "a lent buffer was not returned")
 	s.model.inputs.inUse.Release(s.model.inputs.limit)
+	if status.Code(gotErr) == codes.ResourceExhausted || overLimitOf(&got) != nil {
+		// Over one of RequestLimits: refused before protobuf would decode
+		// it (the sink, or the codec through the request it leaves).
+		return
+	}
 	if wantErr != nil {
 		require.Error(t, gotErr)
 		return

@@ -38,8 +38,9 @@ type GRPCLimits struct {
 	MaxMessageBytes int
 	// MaxStreams bounds concurrent calls per connection; 0 means 128.
 	MaxStreams uint32
-	// IdleTimeout closes a connection without calls (grpc-go) or from which
-	// nothing has arrived (h2grpc) for this long; 0 means 5 minutes.
+	// IdleTimeout closes a connection without calls (grpc-go) or on which
+	// no call has begun, sent request bytes or ended (h2grpc) for this
+	// long; PINGs do not count. 0 means 5 minutes.
 	IdleTimeout time.Duration
 	// StreamWindow is each call's HTTP/2 receive window: how many bytes a
 	// client may send on a call ahead of what the server has read; a
@@ -59,6 +60,13 @@ const (
 	grpcMaxHeaderBytes   = 64 << 10
 	grpcHandshakeTimeout = 10 * time.Second
 )
+
+// grpcPingPolicy is both gRPC servers' PING enforcement, grpc-go's
+// defaults: a client that PINGs more often than every 5 minutes while
+// calls run, or at all while none does, is sent GOAWAY ENHANCE_YOUR_CALM
+// "too_many_pings" after a few strikes. PINGs do not keep a connection
+// from being idle (GRPCLimits.IdleTimeout).
+var grpcPingPolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Minute, PermitWithoutStream: false}
 
 // grpcLimits is l with its defaults filled in.
 func (s *Service) grpcLimits(l GRPCLimits) GRPCLimits {
@@ -91,7 +99,7 @@ func (s *Service) GRPCServerOptions(l GRPCLimits) []grpc.ServerOption {
 		grpc.MaxHeaderListSize(grpcMaxHeaderBytes),
 		grpc.ConnectionTimeout(grpcHandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(grpcPingPolicy),
 		grpc.InitialWindowSize(l.StreamWindow),
 		grpc.InitialConnWindowSize(4 * l.StreamWindow),
 		// Buffers of 256 KiB (gRPC's are 32 KiB) cut the system calls for a
@@ -153,6 +161,7 @@ func (s *Service) NewGRPCServer(impl string, l GRPCLimits) (GRPCServer, error) {
 		o := h2grpc.ServerOptions{
 			MaxMessageBytes: l.MaxMessageBytes, MaxStreams: l.MaxStreams, MaxHeaderBytes: grpcMaxHeaderBytes,
 			StreamWindow: l.StreamWindow, IdleTimeout: l.IdleTimeout, HandshakeTimeout: grpcHandshakeTimeout,
+			MinPingInterval: grpcPingPolicy.MinTime, PermitPingWithoutCalls: grpcPingPolicy.PermitWithoutStream,
 			Sink: s.grpcSink, Log: s.opts.Log,
 		}
 		if l.Conns != nil {
@@ -225,6 +234,9 @@ func (g grpcService) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) 
 }
 
 func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2pb.ModelInferResponse, error) {
+	if err := overLimitOf(r); err != nil {
+		return nil, err
+	}
 	// The codec may have read the raw input straight into a buffer of the
 	// pool: take it back now, whatever happens next.
 	var lent inference.Tensor

@@ -559,13 +559,13 @@ func (d *requestDecoder) output(o *outputJSON) error {
 	})
 }
 
-// shape parses an array of at most MaxDims integers, or null.
+// shape parses an array of at most MaxShapeDims integers, or null.
 func (d *requestDecoder) shape(s *[]int64) error {
 	if null, err := d.null(); null || err != nil {
 		return err
 	}
 	*s = []int64{}
-	return d.array(d.lim.MaxDims, "dimensions in a shape", func(int) error {
+	return d.array(d.lim.MaxShapeDims, "dimensions in a shape", func(int) error {
 		c, err := d.peek()
 		if err != nil {
 			return err

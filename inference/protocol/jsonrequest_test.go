@@ -31,7 +31,7 @@ func decodeStd(b []byte) (*inferRequestJSON, error) {
 
 // wideLimits are RequestLimits no request of the tests below reaches.
 var wideLimits = RequestLimits{MaxInputs: 1 << 20, MaxOutputs: 1 << 20, MaxParameters: 1 << 20,
-	MaxIDBytes: 1 << 20, MaxStringBytes: 1 << 20, MaxDepth: 1 << 10, MaxDims: 1 << 20}
+	MaxIDBytes: 1 << 20, MaxStringBytes: 1 << 20, MaxDepth: 1 << 10, MaxShapeDims: 1 << 20}
 
 // checkLikeStd checks that requestDecoder decodes what encoding/json decodes,
 // the same way, and that what it accepts encoding/json accepts too (unless
@@ -93,7 +93,7 @@ func FuzzDecodeRequest(f *testing.F) {
 // TestDecodeRequestRefusals: every bound of RequestLimits, and malformed
 // requests, each with its status and the first words of its message.
 func TestDecodeRequestRefusals(t *testing.T) {
-	lim := RequestLimits{MaxInputs: 2, MaxOutputs: 2, MaxParameters: 2, MaxIDBytes: 4, MaxStringBytes: 10, MaxDepth: 4, MaxDims: 3}.withDefaults()
+	lim := RequestLimits{MaxInputs: 2, MaxOutputs: 2, MaxParameters: 2, MaxIDBytes: 4, MaxStringBytes: 10, MaxDepth: 4, MaxShapeDims: 3}.withDefaults()
 	cases := []struct {
 		body   string
 		status int

@@ -18,8 +18,9 @@ type RequestLimits struct {
 	MaxStringBytes int
 	// MaxDepth bounds the nesting of JSON arrays and objects; DefaultMaxDepth.
 	MaxDepth int
-	// MaxDims bounds the dimensions of a tensor's shape; DefaultMaxDims.
-	MaxDims int
+	// MaxShapeDims bounds the dimensions of a tensor's shape;
+	// DefaultMaxShapeDims.
+	MaxShapeDims int
 }
 
 // The defaults of RequestLimits. The model has one input and one output, so
@@ -32,7 +33,7 @@ const (
 	DefaultMaxIDBytes     = 256
 	DefaultMaxStringBytes = 1024
 	DefaultMaxDepth       = 8
-	DefaultMaxDims        = 8
+	DefaultMaxShapeDims   = 8
 )
 
 // withDefaults returns l with each zero field set to its default.
@@ -48,7 +49,7 @@ func (l RequestLimits) withDefaults() RequestLimits {
 	def(&l.MaxIDBytes, DefaultMaxIDBytes)
 	def(&l.MaxStringBytes, DefaultMaxStringBytes)
 	def(&l.MaxDepth, DefaultMaxDepth)
-	def(&l.MaxDims, DefaultMaxDims)
+	def(&l.MaxShapeDims, DefaultMaxShapeDims)
 	return l
 }
 

@@ -71,14 +71,6 @@ func (p *inputPool) lend(n, values int) (inference.Tensor, bool) {
 	return t, true
 }
 
-// isLent reports whether b is the memory of a lent tensor.
-func (p *inputPool) isLent(b []byte) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.lent[lentKey(b)]
-	return ok
-}
-
 // claim returns the lent tensor whose data b is, and forgets the loan; the
 // caller owns it (and puts it back) from then on.
 func (p *inputPool) claim(b []byte) (inference.Tensor, bool) {

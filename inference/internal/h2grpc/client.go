@@ -29,10 +29,11 @@ type ClientOptions struct {
 	WriteTimeout time.Duration
 }
 
-// Client makes unary gRPC calls over one cleartext HTTP/2 connection to a
-// server, opened on the first call and again after it fails. A request's
-// message goes from the caller's memory to the socket in one writev a
-// flow-control window, without a copy. It is safe for concurrent use.
+// Client makes unary gRPC calls over one HTTP/2 connection to a server
+// (cleartext, or TLS with a Dial that returns a *tls.Conn), opened on the
+// first call and again after it fails. A request's message goes from the
+// caller's memory to the socket in one writev a flow-control window (one
+// write a slice over TLS), without a copy. It is safe for concurrent use.
 type Client struct {
 	addr string
 	opts ClientOptions
@@ -363,10 +364,10 @@ func (cc *clientConn) read() error {
 				close(cc.settled)
 			}
 		case http2.FrameWindowUpdate:
-			var bad bool
-			bad, err = cc.onWindowUpdate(h)
-			if st := cc.stream(h.stream); bad && st != nil {
-				cc.abort(st, status.New(codes.Internal, "h2grpc: the server's WINDOW_UPDATE overflowed the stream's window"))
+			var code http2.ErrCode
+			code, err = cc.onWindowUpdate(h)
+			if st := cc.stream(h.stream); code != 0 && st != nil {
+				cc.abort(st, status.New(codes.Internal, "h2grpc: the server's WINDOW_UPDATE of the stream was 0 or overflowed its window"))
 			}
 		case http2.FramePing:
 			err = cc.onPing(h)
@@ -585,7 +586,7 @@ func (cc *clientConn) receive(st *clientStream, n int) error {
 		if b, ok := s.(*bytesSink); ok {
 			st.msg = b
 		}
-	})
+	}, nil)
 }
 
 // taken gives back window for n bytes read, on the connection and, if st

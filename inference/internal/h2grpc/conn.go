@@ -122,30 +122,39 @@ func (c *conn) onSettings(h frameHeader) error {
 }
 
 // onWindowUpdate grows the window a WINDOW_UPDATE names. An update of a
-// stream by 0 or past 2^31-1 is that stream's error: bad says so.
-func (c *conn) onWindowUpdate(h frameHeader) (bad bool, err error) {
+// stream by 0 (PROTOCOL_ERROR, on any stream, as x/net's framer reads it)
+// or past 2^31-1 (FLOW_CONTROL_ERROR) is that stream's error: code says
+// which, 0 if none.
+func (c *conn) onWindowUpdate(h frameHeader) (code http2.ErrCode, err error) {
 	if h.length != 4 {
-		return false, connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
+		return 0, connError{http2.ErrCodeFrameSize, "malformed WINDOW_UPDATE"}
 	}
 	var b [4]byte
 	if _, err := io.ReadFull(c.br, b[:]); err != nil {
-		return false, err
+		return 0, err
 	}
 	n := int64(binary.BigEndian.Uint32(b[:]) & maxWindow)
+	if n == 0 {
+		if h.stream == 0 {
+			return 0, protocolError("connection WINDOW_UPDATE of 0")
+		}
+		return http2.ErrCodeProtocol, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.cond.Broadcast()
 	if h.stream == 0 {
-		if c.sendWindow += n; n == 0 || c.sendWindow > maxWindow {
-			return false, connError{http2.ErrCodeFlowControl, "connection WINDOW_UPDATE of 0 or past 2^31-1"}
+		if c.sendWindow += n; c.sendWindow > maxWindow {
+			return 0, connError{http2.ErrCodeFlowControl, "connection WINDOW_UPDATE past 2^31-1"}
 		}
-		return false, nil
+		return 0, nil
 	}
 	if w := c.window(h.stream); w != nil {
-		*w += n
-		return n == 0 || *w > maxWindow, nil
+		if *w += n; *w > maxWindow {
+			return http2.ErrCodeFlowControl, nil
+		}
 	}
-	return false, nil
+	return 0, nil
 }
 
 // onPing answers a PING.
@@ -265,8 +274,9 @@ type inbound struct {
 
 // receive reads n bytes of DATA from r. At each message's prefix, open
 // picks its sink (a failedSink drops its bytes); done gets each message
-// once all its bytes are in.
-func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, size int) Sink, done func(Sink)) error {
+// once all its bytes are in; fail, if not nil, gets a sink's error as soon
+// as Filled returns it (the rest of the message is dropped as it arrives).
+func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, size int) Sink, done func(Sink), fail func(error)) error {
 	for n > 0 {
 		if in.cur == nil {
 			k := min(5-in.npre, n)
@@ -298,7 +308,11 @@ func (in *inbound) receive(r *bufio.Reader, n int, open func(compressed bool, si
 				k -= len(buf)
 				if err := in.cur.Filled(len(buf)); err != nil {
 					in.cur.Release()
-					in.cur = failedSink{statusOf(err)}
+					err = statusOf(err)
+					in.cur = failedSink{err}
+					if fail != nil {
+						fail(err)
+					}
 				}
 			}
 		}

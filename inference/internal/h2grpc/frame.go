@@ -30,9 +30,21 @@ const (
 	// accepts before it says otherwise.
 	defaultWindow = 65535
 	defaultFrame  = 16384
-	// maxFrame is the largest frame HTTP/2 allows, which this package's
-	// servers and clients accept: a tensor arrives in few frames.
-	maxFrame = 1<<24 - 1
+	// maxFrame is the largest frame this package's servers and clients
+	// accept (SETTINGS_MAX_FRAME_SIZE): a tensor arrives in few frames.
+	// It is half of what HTTP/2 allows, so that a peer can still send a
+	// frame one byte over it, which is answered FRAME_SIZE_ERROR.
+	maxFrame = 1 << 23
+	// maxHeaderFrame is the largest HEADERS or CONTINUATION frame taken
+	// (FRAME_SIZE_ERROR beyond), whatever SETTINGS_MAX_FRAME_SIZE says: a
+	// gRPC header block is small, clients split it at 16 KiB (grpc-go) or
+	// well below, and a header block costs CPU to gather and decode.
+	maxHeaderFrame = defaultFrame
+	// maxHeaderBlockFrames bounds the frames of one header block: a HEADERS
+	// frame and its CONTINUATION frames. Empty CONTINUATION frames cost a
+	// frame header each and carry nothing; more than this is a connection
+	// error (ENHANCE_YOUR_CALM).
+	maxHeaderBlockFrames = 32
 	// maxWindow is the largest flow-control window HTTP/2 allows.
 	maxWindow = 1<<31 - 1
 )
@@ -194,6 +206,9 @@ type headerBlock struct {
 	fields []hpack.HeaderField
 	size   int
 	over   bool
+	// selfDependent reports that the last HEADERS read named its own
+	// stream as its priority dependency: a stream error (RFC 9113, 5.3.1).
+	selfDependent bool
 }
 
 func newHeaderBlock(limit int) *headerBlock {
@@ -219,7 +234,7 @@ func newHeaderBlock(limit int) *headerBlock {
 // are valid until the next read. tooLarge reports a block whose decoded size
 // passed the limit: the connection is still usable.
 func (b *headerBlock) read(r *bufio.Reader, h frameHeader, scratch []byte) (fields []hpack.HeaderField, tooLarge bool, buf []byte, err error) {
-	b.fields, b.size, b.over = b.fields[:0], 0, false
+	b.fields, b.size, b.over, b.selfDependent = b.fields[:0], 0, false, false
 	encodedLimit := 2*b.limit + 1024
 	if int(h.length) > encodedLimit {
 		return nil, false, scratch, connError{http2.ErrCodeEnhanceYourCalm, "header block too large"}
@@ -240,6 +255,7 @@ func (b *headerBlock) read(r *bufio.Reader, h frameHeader, scratch []byte) (fiel
 		if len(frag) < 5 {
 			return nil, false, buf, protocolError("HEADERS priority truncated")
 		}
+		b.selfDependent = binary.BigEndian.Uint32(frag)&(1<<31-1) == h.stream
 		frag = frag[5:]
 	}
 	if pad > len(frag) {
@@ -249,13 +265,19 @@ func (b *headerBlock) read(r *bufio.Reader, h frameHeader, scratch []byte) (fiel
 	block := frag
 	end := h.has(http2.FlagHeadersEndHeaders)
 	var hb [headerLen]byte
-	for !end {
+	for frames := 1; !end; frames++ {
 		ch, err := readFrameHeader(r, &hb)
 		if err != nil {
 			return nil, false, buf, err
 		}
 		if ch.typ != http2.FrameContinuation || ch.stream != h.stream {
 			return nil, false, buf, protocolError("%v on stream %d while a header block on stream %d is open", ch.typ, ch.stream, h.stream)
+		}
+		if ch.length > maxHeaderFrame {
+			return nil, false, buf, connError{http2.ErrCodeFrameSize, fmt.Sprintf("CONTINUATION frame of %d bytes (at most %d)", ch.length, maxHeaderFrame)}
+		}
+		if frames >= maxHeaderBlockFrames {
+			return nil, false, buf, connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("header block of more than %d frames", maxHeaderBlockFrames)}
 		}
 		if len(block)+int(ch.length) > encodedLimit {
 			return nil, false, buf, connError{http2.ErrCodeEnhanceYourCalm, "header block too large"}
@@ -294,7 +316,8 @@ type appendWriter []byte
 func (w *appendWriter) Write(p []byte) (int, error) { *w = append(*w, p...); return len(p), nil }
 
 // appendBlock appends to b a HEADERS frame on stream (with CONTINUATION
-// frames when the block exceeds maxFrame) carrying fields, in pairs.
+// frames when the block exceeds maxFrame or maxHeaderFrame) carrying
+// fields, in pairs.
 func (w *headerWriter) appendBlock(b []byte, stream uint32, endStream bool, maxFrame uint32, fields ...string) []byte {
 	w.buf = w.buf[:0]
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -306,7 +329,7 @@ func (w *headerWriter) appendBlock(b []byte, stream uint32, endStream bool, maxF
 		flags |= http2.FlagHeadersEndStream
 	}
 	for {
-		n := min(len(block), int(maxFrame))
+		n := min(len(block), int(maxFrame), maxHeaderFrame)
 		f := flags
 		if n == len(block) {
 			f |= http2.FlagHeadersEndHeaders

@@ -39,12 +39,18 @@ func dialRaw(t *testing.T, addr string, settings ...http2.Setting) *rawPeer {
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	p := &rawPeer{t: t, nc: nc, fr: http2.NewFramer(nc, nc)}
-	p.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	p.enc = hpack.NewEncoder(&p.buf)
+	p := newRawPeer(t, nc)
 	_, err = io.WriteString(nc, preface)
 	require.NoError(t, err)
 	require.NoError(t, p.fr.WriteSettings(settings...))
+	return p
+}
+
+// newRawPeer is a rawPeer over nc, which has sent nothing yet.
+func newRawPeer(t *testing.T, nc net.Conn) *rawPeer {
+	p := &rawPeer{t: t, nc: nc, fr: http2.NewFramer(nc, nc)}
+	p.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	p.enc = hpack.NewEncoder(&p.buf)
 	return p
 }
 

@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,12 +37,25 @@ type serverConn struct {
 	goingAway bool   // no new streams; close when the last ends
 	closed    bool
 	ended     []*serverStream // streams ended since the reader last looked
+	// calls counts the calls counted against MaxStreams: from their
+	// HEADERS until their handler has returned and their answer is being
+	// written, a reset (RST_STREAM) or not.
+	calls int
 
-	lastDeadline time.Time // reader only
+	// born and active time the connection's idleness: active is when a
+	// call last began, sent request bytes or ended, as time since born.
+	born     time.Time
+	active   atomic.Int64
+	idle     *time.Timer // closes the connection IdleTimeout after active
+	answered atomic.Bool // HEADERS or DATA sent since the last PING
+
+	// PING enforcement; reader only.
+	lastPing    time.Time
+	pingStrikes int
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	c := &serverConn{s: s, streams: map[uint32]*serverStream{}}
+	c := &serverConn{s: s, streams: map[uint32]*serverStream{}, born: time.Now()}
 	c.init(nc, 4*int64(s.opts.StreamWindow), s.opts.MaxHeaderBytes, s.opts.WriteTimeout)
 	c.windows, c.window = streamWindows(&c.streams, func(st *serverStream) *int64 { return &st.sendWindow })
 	c.ctx, c.cancel = context.WithCancel(peer.NewContext(context.Background(), &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}))
@@ -57,8 +72,8 @@ func (c *serverConn) serve() {
 		c.mu.Unlock()
 		c.write(appendGoAway(nil, last, ce.code, ce.msg))
 	}
-	if c.s.opts.Log != nil && unexpected(err) {
-		c.s.opts.Log.Warn("grpc connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
+	if c.s.log != nil && unexpected(err) {
+		c.s.log.Warn("grpc connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
 	}
 	c.close()
 }
@@ -76,6 +91,9 @@ func (c *serverConn) close() {
 	c.nc.Close()
 	c.cancel()
 	c.mu.Lock()
+	if c.idle != nil {
+		c.idle.Stop()
+	}
 	c.closed = true
 	streams := c.streams
 	c.streams = map[uint32]*serverStream{}
@@ -117,16 +135,50 @@ func (c *serverConn) run() error {
 	if h.typ != http2.FrameSettings || h.has(http2.FlagSettingsAck) {
 		return protocolError("first frame is %v, not SETTINGS", h.typ)
 	}
+	// From here on the idle timer, not a read deadline, ends a connection
+	// that asks for nothing: control frames (PING, SETTINGS, WINDOW_UPDATE)
+	// do not count as requests.
+	c.nc.SetReadDeadline(time.Time{})
+	c.touch()
+	c.mu.Lock()
+	if !c.closed {
+		c.idle = time.AfterFunc(o.IdleTimeout, c.checkIdle)
+	}
+	c.mu.Unlock()
 	for {
 		if err := c.frame(h); err != nil {
 			return err
 		}
 		c.reap()
-		c.keepAlive()
 		if h, err = readFrameHeader(c.br, &c.hdr); err != nil {
 			return err
 		}
 	}
+}
+
+// touch notes a request: a call begun, its bytes received, or its end.
+func (c *serverConn) touch() { c.active.Store(int64(time.Since(c.born))) }
+
+// checkIdle runs when the idle timer fires: it closes the connection
+// (GOAWAY, then the socket) if nothing was requested for IdleTimeout, else
+// sets the timer for when that would be.
+func (c *serverConn) checkIdle() {
+	idle := time.Since(c.born) - time.Duration(c.active.Load())
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if left := c.s.opts.IdleTimeout - idle; left > 0 {
+		c.idle.Reset(left)
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway = true
+	last := c.maxID
+	c.mu.Unlock()
+	c.write(appendGoAway(nil, last, http2.ErrCodeNo, "idle"))
+	c.nc.Close()
 }
 
 // reap releases the message each ended stream was receiving; only the
@@ -141,26 +193,18 @@ func (c *serverConn) reap() {
 	}
 }
 
-// keepAlive moves the read deadline to IdleTimeout from now, at most once
-// a second.
-func (c *serverConn) keepAlive() {
-	now := time.Now()
-	if now.Sub(c.lastDeadline) < time.Second {
-		return
-	}
-	c.lastDeadline = now
-	c.nc.SetReadDeadline(now.Add(c.s.opts.IdleTimeout))
-}
-
 // frame handles one frame whose header has been read.
 func (c *serverConn) frame(h frameHeader) error {
 	if h.length > maxFrame {
-		return connError{http2.ErrCodeFrameSize, fmt.Sprintf("%v frame of %d bytes", h.typ, h.length)}
+		return connError{http2.ErrCodeFrameSize, fmt.Sprintf("%v frame of %d bytes (at most %d)", h.typ, h.length, maxFrame)}
 	}
 	switch h.typ {
 	case http2.FrameData:
 		return c.onData(h)
 	case http2.FrameHeaders:
+		if h.length > maxHeaderFrame {
+			return connError{http2.ErrCodeFrameSize, fmt.Sprintf("HEADERS frame of %d bytes (at most %d)", h.length, maxHeaderFrame)}
+		}
 		return c.onHeaders(h)
 	case http2.FrameSettings:
 		return c.onSettings(h)
@@ -171,12 +215,17 @@ func (c *serverConn) frame(h frameHeader) error {
 		if idle {
 			return protocolError("WINDOW_UPDATE on idle stream %d", h.stream)
 		}
-		bad, err := c.onWindowUpdate(h)
-		if st := c.stream(h.stream); bad && st != nil {
-			c.resetStream(st, http2.ErrCodeFlowControl)
+		code, err := c.onWindowUpdate(h)
+		if code != 0 {
+			c.resetID(h.stream, code)
 		}
 		return err
 	case http2.FramePing:
+		if h.length == 8 && h.stream == 0 && !h.has(http2.FlagPingAck) {
+			if err := c.enforcePing(); err != nil {
+				return err
+			}
+		}
 		return c.onPing(h)
 	case http2.FrameRSTStream:
 		if h.length != 4 || h.stream == 0 {
@@ -186,6 +235,8 @@ func (c *serverConn) frame(h frameHeader) error {
 			return err
 		}
 		if st := c.stream(h.stream); st != nil {
+			// The stream ends here; its handler, told by its context,
+			// counts against MaxStreams until it returns.
 			st.reset.Store(true)
 			c.endStream(st)
 		} else if h.stream > c.maxID {
@@ -193,21 +244,82 @@ func (c *serverConn) frame(h frameHeader) error {
 		}
 		return nil
 	case http2.FramePriority:
+		if h.stream == 0 {
+			return protocolError("PRIORITY on stream 0")
+		}
 		if h.length != 5 {
 			return connError{http2.ErrCodeFrameSize, "malformed PRIORITY"}
 		}
+		var b [5]byte
+		if _, err := io.ReadFull(c.br, b[:]); err != nil {
+			return err
+		}
+		if binary.BigEndian.Uint32(b[:])&(1<<31-1) == h.stream {
+			c.resetID(h.stream, http2.ErrCodeProtocol)
+		}
+		return nil
 	case http2.FramePushPromise:
 		return protocolError("PUSH_PROMISE from a client")
 	case http2.FrameContinuation:
 		return protocolError("CONTINUATION without HEADERS")
 	case http2.FrameGoAway:
+		if h.stream != 0 {
+			return protocolError("GOAWAY on stream %d", h.stream)
+		}
 		c.mu.Lock()
 		c.goingAway = true
 		c.mu.Unlock()
 	}
-	// PRIORITY, GOAWAY's debug data and unknown frame types are skipped.
+	// GOAWAY's payload and unknown frame types are skipped.
 	_, err := c.br.Discard(int(h.length))
 	return err
+}
+
+// The PING policy, grpc-go's keepalive enforcement: a PING sooner than
+// ServerOptions.MinPingInterval after the last (or, with no call running
+// and PermitPingWithoutCalls off, sooner than pingWithoutCallsInterval) is
+// a strike, and more than maxPingStrikes strikes end the connection with
+// GOAWAY ENHANCE_YOUR_CALM "too_many_pings". An answer sent (HEADERS or
+// DATA) clears the strikes: clients that time PINGs by what they receive
+// (grpc-go's BDP estimator) stay within the policy.
+const (
+	maxPingStrikes           = 2
+	pingWithoutCallsInterval = 2 * time.Hour
+)
+
+// enforcePing applies the PING policy to a PING just received.
+func (c *serverConn) enforcePing() error {
+	now := time.Now()
+	last := c.lastPing
+	c.lastPing = now
+	if c.answered.Swap(false) {
+		c.pingStrikes = 0
+		return nil
+	}
+	o := &c.s.opts
+	c.mu.Lock()
+	calls := c.calls
+	c.mu.Unlock()
+	interval := o.MinPingInterval
+	if calls == 0 && !o.PermitPingWithoutCalls {
+		interval = max(interval, pingWithoutCallsInterval)
+	}
+	if !last.IsZero() && now.Sub(last) < interval {
+		c.pingStrikes++
+	}
+	if c.pingStrikes > maxPingStrikes {
+		return connError{http2.ErrCodeEnhanceYourCalm, "too_many_pings"}
+	}
+	return nil
+}
+
+// resetID ends stream id with RST_STREAM code, open or not.
+func (c *serverConn) resetID(id uint32, code http2.ErrCode) {
+	if st := c.stream(id); st != nil {
+		c.resetStream(st, code)
+		return
+	}
+	c.write(appendRST(nil, id, code))
 }
 
 func (c *serverConn) stream(id uint32) *serverStream {
@@ -233,7 +345,16 @@ func (c *serverConn) onData(h frameHeader) error {
 		if _, err := c.br.Discard(n + pad); err != nil {
 			return err
 		}
+		if st != nil {
+			// After the client's END_STREAM (half-closed, remote).
+			c.resetStream(st, http2.ErrCodeStreamClosed)
+		}
+		// On a closed stream: DATA the client sent before it learnt that
+		// the call had ended is dropped.
 		return c.taken(int64(h.length))
+	}
+	if n > 0 {
+		c.touch()
 	}
 	if !st.admit(int64(h.length)) {
 		if _, err := c.br.Discard(n + pad); err != nil {
@@ -277,30 +398,34 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 		return err
 	}
 	endStream := h.has(http2.FlagHeadersEndStream)
-	if st := c.stream(h.stream); st != nil || h.stream <= c.maxID {
-		// Trailers from the client end its side; HEADERS on a stream that
-		// has ended are dropped.
-		if st != nil {
-			if !endStream {
-				c.resetStream(st, http2.ErrCodeProtocol)
-				return nil
-			}
+	if st := c.stream(h.stream); st != nil {
+		switch {
+		case st.ended():
+			// Half-closed (remote): the client has ended its side.
+			c.resetStream(st, http2.ErrCodeStreamClosed)
+		case !endStream || c.hb.selfDependent || checkTrailers(fields) != nil:
+			c.resetStream(st, http2.ErrCodeProtocol)
+		default:
+			// Trailers from the client end its side.
 			st.endRecv()
 		}
 		return nil
 	}
+	if h.stream <= c.maxID {
+		// A stream id used before, or below one used: RFC 9113, 5.1.1.
+		return protocolError("HEADERS on stream %d, not above the last stream opened (%d)", h.stream, c.maxID)
+	}
 	c.mu.Lock()
 	c.maxID = h.stream
-	open := 0
-	for _, st := range c.streams {
-		if !st.closing {
-			open++
-		}
-	}
-	// A call whose answer is being written counts no more: its client may
-	// open the next as soon as it reads the answer.
-	refuse := c.goingAway || open >= int(c.s.opts.MaxStreams)
+	// A call counts until its handler has returned, reset or not (Rapid
+	// Reset: a client that resets its calls cannot run more at once).
+	refuse := c.goingAway || c.calls >= int(c.s.opts.MaxStreams)
 	c.mu.Unlock()
+	c.touch()
+	if !tooLarge && (c.hb.selfDependent || checkRequestHeaders(fields) != nil) {
+		// A malformed request is a stream error (RFC 9113, 8.1.1).
+		return c.write(appendRST(nil, h.stream, http2.ErrCodeProtocol))
+	}
 	if refuse {
 		return c.write(appendRST(nil, h.stream, http2.ErrCodeRefusedStream))
 	}
@@ -378,7 +503,9 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 	})
 	c.mu.Lock()
 	c.streams[st.id] = st
-	c.reportIdle(len(c.streams) == 1, false)
+	c.calls++
+	st.counted = true
+	c.reportIdle(c.calls == 1, false)
 	c.mu.Unlock()
 	go st.run(m)
 	return nil
@@ -411,7 +538,6 @@ func (c *serverConn) endStream(st *serverStream) {
 		return
 	}
 	delete(c.streams, st.id)
-	c.reportIdle(len(c.streams) == 0, true)
 	c.ended = append(c.ended, st)
 	last := c.goingAway && len(c.streams) == 0
 	c.cond.Broadcast()

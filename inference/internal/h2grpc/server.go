@@ -10,13 +10,17 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/inferbench/inferbench/inference/internal/ratelog"
 )
 
 // ServerOptions bound what one peer can make a Server hold.
 type ServerOptions struct {
 	// MaxMessageBytes bounds a received or sent message; 0 means 4 MiB.
 	MaxMessageBytes int
-	// MaxStreams bounds concurrent calls per connection; 0 means 100.
+	// MaxStreams bounds concurrent calls per connection, a call counting
+	// from its HEADERS until its handler has returned, reset by its client
+	// or not; calls over it are refused (REFUSED_STREAM). 0 means 100.
 	MaxStreams uint32
 	// MaxHeaderBytes bounds a call's decoded header list (HPACK sizes:
 	// names, values and 32 bytes a field); 0 means 16 KiB.
@@ -25,9 +29,19 @@ type ServerOptions struct {
 	// may send on a call ahead of what the server has taken; a
 	// connection's is 4 times it. 0 means 1 MiB; at least 64 KiB.
 	StreamWindow int32
-	// IdleTimeout closes a connection from which nothing has arrived for
-	// this long, calls or not; 0 means 5 minutes.
+	// IdleTimeout closes a connection (GOAWAY, then the socket) on which
+	// no call has begun, sent request bytes or ended for this long, calls
+	// running or not; PINGs and other control frames do not count. 0 means
+	// 5 minutes.
 	IdleTimeout time.Duration
+	// MinPingInterval is the shortest interval between a client's PINGs
+	// that the PING policy allows (see maxPingStrikes): 0 means 5 minutes,
+	// grpc-go's keepalive.EnforcementPolicy default.
+	MinPingInterval time.Duration
+	// PermitPingWithoutCalls allows PINGs every MinPingInterval while no
+	// call runs; without it, such PINGs must be 2 hours apart (as grpc-go's
+	// PermitWithoutStream false).
+	PermitPingWithoutCalls bool
 	// HandshakeTimeout bounds the wait for a new connection's preface and
 	// SETTINGS; 0 means 10 seconds.
 	HandshakeTimeout time.Duration
@@ -37,7 +51,8 @@ type ServerOptions struct {
 	// Sink picks how each request message is received; nil means every
 	// message is gathered in memory and decoded as protobuf.
 	Sink SinkFunc
-	// Log, if set, gets a line for each connection ended by an error.
+	// Log, if set, gets a line for each connection ended by an error, at
+	// most peerLogLines a peerLogPeriod (then a count of those dropped).
 	Log *slog.Logger
 	// OnIdle, if set, is told when a connection's open calls go from none
 	// to one (idle false) and back to none (idle true), so that a
@@ -46,6 +61,13 @@ type ServerOptions struct {
 	// not call the Server.
 	OnIdle func(conn net.Conn, idle bool)
 }
+
+// The rate limit of a server's log lines about peers: a client can end
+// connections with errors as fast as it can open them.
+const (
+	peerLogLines  = 10
+	peerLogPeriod = time.Minute
+)
 
 func (o *ServerOptions) setDefaults() {
 	if o.MaxMessageBytes <= 0 {
@@ -65,6 +87,9 @@ func (o *ServerOptions) setDefaults() {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 5 * time.Minute
 	}
+	if o.MinPingInterval <= 0 {
+		o.MinPingInterval = 5 * time.Minute
+	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
 	}
@@ -73,12 +98,14 @@ func (o *ServerOptions) setDefaults() {
 	}
 }
 
-// Server serves gRPC services over cleartext HTTP/2 (h2c with prior
-// knowledge, as gRPC clients connect). It runs the handlers of the
+// Server serves gRPC services over HTTP/2 with prior knowledge, as gRPC
+// clients connect: cleartext (h2c), or over the connections of a TLS
+// listener (crypto/tls, with "h2" in its NextProtos). It runs the handlers of the
 // grpc.ServiceDesc registered on it, as grpc.Server would, without
 // interceptors or compression. It is safe for concurrent use.
 type Server struct {
 	opts     ServerOptions
+	log      *slog.Logger // opts.Log, rate-limited
 	methods  map[string]method
 	services map[string]grpc.ServiceInfo
 
@@ -99,7 +126,11 @@ type method struct {
 // NewServer returns a server with options o; register services, then Serve.
 func NewServer(o ServerOptions) *Server {
 	o.setDefaults()
-	return &Server{opts: o, methods: map[string]method{}, services: map[string]grpc.ServiceInfo{},
+	var log *slog.Logger
+	if o.Log != nil {
+		log = slog.New(ratelog.New(o.Log.Handler(), peerLogLines, peerLogPeriod))
+	}
+	return &Server{opts: o, log: log, methods: map[string]method{}, services: map[string]grpc.ServiceInfo{},
 		lns: map[net.Listener]bool{}, conns: map[*serverConn]bool{}, done: make(chan struct{})}
 }
 

@@ -35,8 +35,9 @@ type serverStream struct {
 	recvWindow int64 // bytes the client may still send on the stream
 	unacked    int64
 
-	sendWindow int64 // guarded by c.mu
-	closing    bool  // guarded by c.mu: its last frame is being written
+	sendWindow int64       // guarded by c.mu
+	counted    bool        // guarded by c.mu: counted in c.calls
+	returned   atomic.Bool // its handler has returned
 
 	smu         sync.Mutex // send side
 	headersSent bool
@@ -54,11 +55,13 @@ func (c *serverConn) newStream(id uint32, method string, endStream bool) *server
 
 // run calls the method's handler and sends its answer and status.
 func (st *serverStream) run(m method) {
+	defer st.uncount()
 	defer st.cancel()
 	var err error
 	if m.unary != nil {
 		var resp any
 		resp, err = m.unary(m.impl, st.ctx, st.recvUnary, nil)
+		st.returned.Store(true)
 		if err == nil {
 			// The answer and an OK status leave in one write.
 			if err = st.sendMsg(resp, true); err == nil {
@@ -67,8 +70,26 @@ func (st *serverStream) run(m method) {
 		}
 	} else {
 		err = m.stream.Handler(m.impl, st)
+		st.returned.Store(true)
 	}
 	st.finish(status.Convert(err))
+}
+
+// uncount stops counting st against MaxStreams, once.
+func (st *serverStream) uncount() {
+	st.c.mu.Lock()
+	st.uncountLocked()
+	st.c.mu.Unlock()
+}
+
+// uncountLocked is uncount with c.mu held.
+func (st *serverStream) uncountLocked() {
+	if st.counted {
+		st.counted = false
+		st.c.calls--
+		st.c.reportIdle(st.c.calls == 0, true)
+		st.c.touch()
+	}
 }
 
 func (st *serverStream) recvUnary(m any) error {
@@ -89,8 +110,14 @@ func (st *serverStream) admit(n int64) bool {
 
 // receive reads n bytes of a DATA frame from r into the stream's messages.
 func (st *serverStream) receive(r *bufio.Reader, n int) error {
-	return st.in.receive(r, n, st.open, st.complete)
+	return st.in.receive(r, n, st.open, st.complete, st.failNow)
 }
+
+// failNow answers the call with a message's error as soon as its sink
+// returns it (a request over a declared bound), instead of once the rest of
+// the message has arrived. (In a goroutine: the handler may hold the send
+// side while it waits for a window only the reader can grow.)
+func (st *serverStream) failNow(err error) { go st.finish(status.Convert(err)) }
 
 // open picks the sink of a message of size bytes.
 func (st *serverStream) open(compressed bool, size int) Sink {
@@ -289,6 +316,7 @@ func (st *serverStream) send(last bool, parts ...[]byte) error {
 		}
 		parts, err = c.writeDataLocked(b, parts, n, maxFrame, st.id, false, trailer)
 		c.wmu.Unlock()
+		c.answered.Store(true)
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "h2grpc: %v", err)
 		}
@@ -379,6 +407,7 @@ func (st *serverStream) close(fields func() []string) {
 		c.writeLocked(b)
 		c.wbuf = b
 		c.wmu.Unlock()
+		c.answered.Store(true)
 	}
 	st.endSent = true
 	st.smu.Unlock()
@@ -391,7 +420,11 @@ func (st *serverStream) close(fields func() []string) {
 func (st *serverStream) endLocked(b []byte) []byte {
 	st.endSent = true
 	st.c.mu.Lock()
-	st.closing = true // no longer counted against MaxStreams
+	// A call whose answer is being written counts no more: its client may
+	// open the next as soon as it reads the answer.
+	if st.returned.Load() {
+		st.uncountLocked()
+	}
 	st.c.mu.Unlock()
 	if !st.ended() {
 		b = appendRST(b, st.id, http2.ErrCodeNo)
