@@ -21,12 +21,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/busyread"
-	"github.com/inferbench/inferbench/inference/connlimit"
 	_ "github.com/inferbench/inferbench/inference/cuda" // registers the "cuda" back-end
 	_ "github.com/inferbench/inferbench/inference/nop"  // registers the "nop" back-end
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/trace"
+	"github.com/inferbench/inferbench/internal/busyread"
+	"github.com/inferbench/inferbench/internal/connlimit"
+	"github.com/inferbench/inferbench/internal/ratelog"
 )
 
 // serve runs the server until ctx ends, then drains:
@@ -273,6 +274,12 @@ func (l *listeners) close() {
 	}
 }
 
+// peerLogLines a peerLogPeriod bound the lines net/http may log about peers.
+const (
+	peerLogLines  = 10
+	peerLogPeriod = time.Minute
+)
+
 // frontDoor is serve's servers: HTTP, gRPC, their health-only twins for
 // the connlimit reserve, and metrics.
 type frontDoor struct {
@@ -283,7 +290,9 @@ type frontDoor struct {
 // servers builds the servers of lns, each reporting to its listener's
 // connection limit which connections are busy.
 func (f *serveFlags) servers(svc *protocol.Service, lns *listeners, log *slog.Logger) (*frontDoor, error) {
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	// What net/http logs is about a peer (a bad handshake, a malformed
+	// request line), so a client could fill the log: rate-limited.
+	errLog := slog.NewLogLogger(ratelog.New(log.Handler(), peerLogLines, peerLogPeriod), slog.LevelWarn)
 	d := &frontDoor{
 		http: &http.Server{
 			Handler:           svc.HTTPHandler(),
@@ -305,6 +314,7 @@ func (f *serveFlags) servers(svc *protocol.Service, lns *listeners, log *slog.Lo
 		},
 		metrics: &http.Server{
 			Handler: metricsHandler(svc), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+			ErrorLog:  errLog,
 			ConnState: connState(lns.conns.metrics),
 		},
 	}

@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbench/inferbench/inference/busyread"
 	"github.com/inferbench/inferbench/inference/internal/bufpool"
 	"github.com/inferbench/inferbench/inference/internal/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/internal/busyread"
 )
 
 // GRPCOptions configure a gRPC client.

@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/inferbench/inferbench/inference/busyread"
 	"github.com/inferbench/inferbench/inference/internal/writev"
+	"github.com/inferbench/inferbench/internal/busyread"
 )
 
 // An inference request's HTTP body is the JSON header followed by the

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/inferbench/inferbench/inference/internal/ratelog"
+	"github.com/inferbench/inferbench/internal/ratelog"
 )
 
 // ServerOptions bound what one peer can make a Server hold.
