@@ -75,6 +75,25 @@ var headlineSpecs = []figureSpec{
 		},
 	},
 	{
+		label: "4 GPUs, 4 server processes, gRPC + system shared memory, batch 256", record: "results/nvidia-h200/scaleout-x4-94852ef",
+		file: "b256.txt", filter: "/servers:4", unit: "samples/s",
+		how: "one suite drives 4 servers, a GPU each, least outstanding first; closed loop, 4 requests outstanding a server on 4 gRPC connections each, 1,500 requests a run; images / the suite's wall time from the first send to the last answer",
+		beside: []besideSpec{
+			{"1 server, 1 GPU", "b256.txt", "/servers:1"},
+			{"one process over the 4 GPUs", "b256-oneproc.txt", "/servers:1"},
+			{"4 servers, uint8 input (a quarter of the bytes)", "b256-uint8.txt", "/servers:4"},
+		},
+	},
+	{
+		label: "4 GPUs, 4 server processes, batch-1 traffic (256 closed clients, dynamic batching)", record: "results/nvidia-h200/scaleout-x4-94852ef",
+		file: "b1-batching.txt", filter: "/servers:4", unit: "samples/s",
+		how: "256 one-image requests outstanding over 4 servers over gRPC + system shared memory, merged by each server's dynamic batcher, 100,000 requests a run; images / the suite's wall time",
+		beside: []besideSpec{
+			{"1 server, 1 GPU", "b1-batching.txt", "/servers:1"},
+			{"one process over the 4 GPUs", "b1-batching-oneproc.txt", "/servers:1"},
+		},
+	},
+	{
 		label: "GPU, gRPC + system shared memory, batch 256", record: "results/nvidia-h200/record-c0fbf3c",
 		file: "batch256.txt", filter: "/transport:grpc-shm", unit: "samples/s",
 		how: "closed loop, 4 requests outstanding on 4 gRPC connections, 60 requests a run, server in its own process on loopback; images / the suite's wall time from the first send to the last answer, connection warm-up left out",
