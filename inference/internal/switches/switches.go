@@ -3,7 +3,7 @@
 // records, without a flag or a Config field. Each has one definition here
 // (its name, its values, what it does); the packages that act on one ask it
 // for its value, and Set lists those set so that a server's config lines
-// echo them (the config line "switches").
+// echo those that change how it computes (the config line "switches").
 package switches
 
 import (
@@ -64,12 +64,14 @@ func (s *Switch) Choice() (string, error) {
 	return "", fmt.Errorf("%s=%q: want %s", s.Name, v, strings.Join(s.Values, ", "))
 }
 
-// Set returns NAME=value for every switch set in the environment, in All's
-// order.
+// Set returns NAME=value for every switch of Values set in the environment,
+// in All's order. Those that name a file are left out: their back-end
+// reports the file in config lines of its own, and a path that differs from
+// run to run would keep benchstat from lining the runs up.
 func Set() []string {
 	var out []string
 	for _, s := range All {
-		if v, ok := os.LookupEnv(s.Name); ok {
+		if v, ok := os.LookupEnv(s.Name); ok && s.Values != nil {
 			out = append(out, s.Name+"="+v)
 		}
 	}

@@ -49,6 +49,7 @@ func TestSet(t *testing.T) {
 	assert.Empty(t, Set(), "Set() with no switch set")
 	t.Setenv(CUDAStem.Name, "plain")
 	t.Setenv(GemmKernel.Name, "generic")
+	t.Setenv(CUDNNCache.Name, "/tmp/a.json") // a file: reported by its back-end
 	assert.Equal(t, []string{"INFERBENCH_GEMM_KERNEL=generic", "INFERBENCH_CUDA_STEM=plain"}, Set())
 }
 
