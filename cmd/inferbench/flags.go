@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +143,9 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 func (f *serveFlags) check() error {
 	c := &f.cfg
 	var err error
+	if !slices.Contains(backend.Names(), c.BackendName) {
+		return fmt.Errorf("-backend %q: want one of %s", c.BackendName, strings.Join(backend.Names(), ", "))
+	}
 	switch f.modelKind {
 	case "resnet18":
 		c.Arch = resnet.ResNet18()
@@ -215,6 +220,9 @@ func (f *serveFlags) check() error {
 			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
 		}
 	}
+	if c.IdlePoll > inference.MaxIdlePoll {
+		return fmt.Errorf("-idle-poll %v: must be at most %v", c.IdlePoll, inference.MaxIdlePoll)
+	}
 	if f.maxBody < 0 || f.inflightBytes < 0 {
 		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
 	}
@@ -238,6 +246,14 @@ func (f *serveFlags) check() error {
 	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
 		return err
 	}
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"-uint8-mean", len(f.norm.Mean)}, {"-uint8-std", len(f.norm.Std)}} {
+		if c.Checkpoint == "" && l.n != c.Arch.InChannels { // a checkpoint's channels are known once it is read
+			return fmt.Errorf("%s: %d values, want one for each of the model's %d channels", l.name, l.n, c.Arch.InChannels)
+		}
+	}
 	f.cfg.Normalization = f.norm // the server's too: the cuda back-end normalises UINT8 on the GPU
 	if f.gcPercent < -1 {
 		return fmt.Errorf("-gc-percent %d: must be -1 (off) or at least 0", f.gcPercent)
@@ -247,6 +263,11 @@ func (f *serveFlags) check() error {
 	}
 	if f.httpAddr == "" && f.grpcAddr == "" {
 		return fmt.Errorf("-http-addr and -grpc-addr are both empty: nothing to serve")
+	}
+	for _, a := range []struct{ name, addr string }{{"-http-addr", f.httpAddr}, {"-grpc-addr", f.grpcAddr}, {"-metrics-addr", f.metricsAddr}} {
+		if err := checkAddr(a.addr); a.addr != "" && err != nil {
+			return fmt.Errorf("%s %q: %v", a.name, a.addr, err)
+		}
 	}
 	return f.loadTLS()
 }
@@ -274,6 +295,19 @@ func (f *serveFlags) loadTLS() error {
 func (f *serveFlags) sharedMemory() protocol.SharedMemoryLimits {
 	return protocol.SharedMemoryLimits{Enabled: f.shm, KeyPrefix: f.shmKeyPrefix, Header: f.shmHeaderName, HeaderValue: f.shmHeaderValue,
 		MaxRegions: f.shmMaxRegions, MaxBytes: f.shmMaxBytes}
+}
+
+// checkAddr reports whether addr is a listen address [host]:port with a
+// port of 0 to 65535 or a service's name (whether it can be listened on is found when it is).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number of 0 to 65535 or a service name", port)
+	}
+	return nil
 }
 
 // intList parses a comma-separated list of integers of at least min.

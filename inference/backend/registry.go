@@ -48,9 +48,16 @@ func Lookup(name string) (Backend, error) {
 	if ok {
 		return b, nil
 	}
-	return nil, fmt.Errorf("backend: no back-end %q registered (registered: %s); import the package that registers it, for this module's: _ %q",
-		name, strings.Join(Names(), ", "), modulePath+"/inference/"+name)
+	err := fmt.Errorf("backend: no back-end %q registered (registered: %s)", name, strings.Join(Names(), ", "))
+	if slices.Contains(moduleBackends, name) {
+		err = fmt.Errorf("%w; import the package that registers it, for this module's: _ %q", err, modulePath+"/inference/"+name)
+	}
+	return nil, err
 }
+
+// moduleBackends are the back-ends this module's packages register, each
+// by a package of its name under inference/.
+var moduleBackends = []string{"cpu", "cuda", "nop"}
 
 // Names returns the registered back-end names, sorted.
 func Names() []string {
