@@ -15,8 +15,9 @@
 //     Config.Reserve more connections), which the server accepts from
 //     Reserve() and serves only health checks, each connection for at most
 //     Config.ReserveLifetime; a full reserve makes room the same way (the
-//     oldest without a request in progress goes), and when nothing can go
-//     the new connection is closed at once.
+//     oldest without a request in progress goes, else the oldest busy for
+//     longer than ReserveAnswer), and when nothing can go the new
+//     connection is closed at once.
 //
 // Unlike golang.org/x/net/netutil.LimitListener, a full Listener keeps
 // accepting: a connection waiting in the kernel's backlog would get no
@@ -38,6 +39,12 @@ const (
 	// and a first request, or for a keep-alive client to send its next
 	// one, which would be lost if the connection closed as it arrived.
 	DefaultGrace = time.Second
+	// ReserveAnswer is how long a reserve connection may have a request in
+	// progress and still be spared when the full reserve needs room: a
+	// health check is answered in far less, and a connection still busy
+	// after it is a slow or refused one (net/http lingers on a refused
+	// request whose body was not read).
+	ReserveAnswer = 50 * time.Millisecond
 	// DefaultReserveLifetime bounds a reserve connection: every read and
 	// write on it has this deadline from its accept, whatever the server
 	// sets, so a slow client cannot keep a reserve slot.
@@ -158,8 +165,12 @@ func (l *Listener) admit(nc net.Conn) (c, victim *Conn) {
 	}
 	if len(l.spare) >= l.cfg.Reserve {
 		// Reserve connections live a few seconds and serve one quick
-		// answer: the oldest goes, whatever its grace.
+		// answer: the oldest idle one goes, whatever its grace, else the
+		// oldest busy for longer than a health check takes.
 		if victim = l.evict(l.spare, now, false); victim == nil {
+			victim = l.evictSlow(now)
+		}
+		if victim == nil {
 			l.refused.Add(1)
 			return nil, nil
 		}
@@ -189,6 +200,23 @@ func (l *Listener) evict(set map[*Conn]struct{}, now time.Time, grace bool) *Con
 		l.forget(victim)
 		l.evicted.Add(1)
 	}
+	return victim
+}
+
+// evictSlow forgets and returns the reserve connection opened longest ago
+// if that was more than ReserveAnswer ago, else nil. Caller holds mu.
+func (l *Listener) evictSlow(now time.Time) *Conn {
+	var victim *Conn
+	for c := range l.spare {
+		if victim == nil || c.expires.Before(victim.expires) {
+			victim = c
+		}
+	}
+	if victim == nil || now.Sub(victim.expires.Add(-l.cfg.ReserveLifetime)) <= ReserveAnswer {
+		return nil
+	}
+	l.forget(victim)
+	l.evicted.Add(1)
 	return victim
 }
 

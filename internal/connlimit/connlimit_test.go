@@ -232,6 +232,15 @@ func TestReserveTakesWhatTheFullSetCannot(t *testing.T) {
 	require.Eventually(t, refused.isClosed, 10*time.Second, time.Millisecond, "nothing can make room: closed at once")
 	assert.Equal(t, uint64(1), r.l.Stats().Refused)
 
+	// A reserve connection busy for longer than a health check takes (a
+	// refused request lingering, a slow one) makes room.
+	r.advance(ReserveAnswer)
+	_, c5 := r.acceptReserve()
+	assert.True(t, second.isClosed(), "the reserve connection busy longest went")
+	r.l.SetBusy(c5, true)
+	assert.Equal(t, uint64(2), r.l.Stats().Evicted)
+	c2 = c3 // c2 was closed by the eviction; c3 is the one left to close below
+
 	// A connection closed by the server frees its place.
 	require.NoError(t, c2.Close())
 	_, c4 := r.acceptReserve()
