@@ -26,8 +26,8 @@ import (
 type attack struct {
 	name, row string
 	// conns says the attack fills the server's connection slots: below
-	// scale 1 the server's -max-conns shrinks with the attack (1024 is the
-	// default).
+	// scale 1 the server's -max-conns shrinks with the attack, to connsOver
+	// fewer than it holds.
 	conns bool
 	// play runs the attack on t and returns the bytes it sent and what its
 	// own check found (nil: held).
@@ -332,10 +332,14 @@ func closeAll(cs []net.Conn) {
 
 // connCount is how many connections the connection attacks hold: more than
 // the server's -max-conns (see attack.conns).
-func (t *target) connCount() int { return t.scaled(1100, 44) }
+func (t *target) connCount() int { return connCount(t.scale) }
 
-// defaultMaxConns is serve's -max-conns.
-const defaultMaxConns = 1024
+func connCount(scale float64) int { return max(116, int(1100*scale)) }
+
+// connsOver is how many more connections than serve's -max-conns the
+// connection attacks hold: 1,100 against the default 1,024 at full scale,
+// and as many over at any scale, more than the health reserve (16).
+const connsOver = 1100 - 1024
 
 // idleConns: 1,100 keep-alive connections that made one request and stay.
 func idleConns(ctx context.Context, t *target) (int64, error) {

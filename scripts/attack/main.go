@@ -322,7 +322,7 @@ func play(o options, a *attack) (result, error) {
 		args = append(args, "-inflight-bytes", strconv.FormatInt(o.inflight, 10))
 	}
 	if a.conns && o.scale < 1 {
-		args = append(args, "-max-conns", strconv.Itoa(max(40, int(defaultMaxConns*o.scale))))
+		args = append(args, "-max-conns", strconv.Itoa(connCount(o.scale)-connsOver))
 	}
 	s, err := start(o.bin, args)
 	if err != nil {
