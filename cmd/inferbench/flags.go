@@ -47,6 +47,7 @@ type serveFlags struct {
 	shm                                     bool
 	shmMaxRegions                           int
 	shmMaxBytes                             int64
+	maxIDBytes                              int
 	shmKeyPrefix, shmHeader                 string
 	shmHeaderName, shmHeaderValue           string // -shm-header parsed
 	norm                                    protocol.Normalization
@@ -117,6 +118,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.shmKeyPrefix, "shm-key-prefix", protocol.DefaultKeyPrefix, "shared memory: a system region's key must name an object whose name starts with this (empty: any name)")
 	fs.StringVar(&f.shmHeader, "shm-header", "", "shared memory: name=value of a header every call of the API must carry (gRPC: metadata, also as triton-grpc-protocol-<name>), as Triton's restricted protocols (empty: none)")
 	fs.IntVar(&f.shmMaxRegions, "shm-max-regions", protocol.DefaultMaxRegions, "shared memory: regions clients may have registered (and mapped) at once")
+	fs.IntVar(&f.maxIDBytes, "max-id-bytes", protocol.DefaultMaxIDBytes, "longest request id in bytes: a longer one is refused (413 / RESOURCE_EXHAUSTED); an id is echoed as sent")
 	fs.Int64Var(&f.shmMaxBytes, "shm-max-bytes", protocol.DefaultSharedMemoryBytes, "shared memory: total bytes of those regions at most")
 	fs.StringVar(&f.uint8Mean, "uint8-mean", "0.485,0.456,0.406", "UINT8 inputs: per-channel mean of (v/255 - mean)/std (on the GPU with -backend cuda, else on the host)")
 	fs.StringVar(&f.uint8Std, "uint8-std", "0.229,0.224,0.225", "UINT8 inputs: per-channel std of (v/255 - mean)/std")
@@ -185,7 +187,7 @@ func (f *serveFlags) check() error {
 	}{
 		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
 		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
-		{"-health-conns", f.healthConns, 0},
+		{"-health-conns", f.healthConns, 0}, {"-max-id-bytes", f.maxIDBytes, 1},
 	} {
 		if r.v < r.min {
 			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)

@@ -46,6 +46,7 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-http-addr", "a:b:1"}, `-http-addr "a:b:1": address a:b:1: too many colons`},
 		{[]string{"serve", "-grpc-addr", ":99999"}, `-grpc-addr ":99999": port "99999"`},
 		{[]string{"serve", "-metrics-addr", "8002"}, `-metrics-addr "8002": address 8002: missing port`},
+		{[]string{"serve", "-max-id-bytes", "0"}, "-max-id-bytes 0: must be at least 1"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
 		{[]string{"serve", "-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},

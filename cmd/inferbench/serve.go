@@ -64,7 +64,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
-	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory()})
+	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory(),
+		Requests: protocol.RequestLimits{MaxIDBytes: f.maxIDBytes}})
 
 	lns, err := f.listen(cfg.IdlePoll)
 	if err != nil {
