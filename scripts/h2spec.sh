@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 h2spec=${H2SPEC:-$(command -v h2spec || echo "$(go env GOPATH)/bin/h2spec")}
 if [ ! -x "$h2spec" ]; then
-  echo "h2spec.sh: no h2spec (go install github.com/summerwind/h2spec/cmd/h2spec@latest)" >&2
+  echo "h2spec.sh: no h2spec (go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible)" >&2
   exit 2
 fi
 tmp=$(mktemp -d)
