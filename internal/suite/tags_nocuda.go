@@ -1,6 +1,6 @@
 //go:build !cuda
 
-package inferbench_test
+package suite
 
 // suiteTags are the build tags of this test binary, which the inferbench
 // command it builds for the wire transports gets too.

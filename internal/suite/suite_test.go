@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"bytes"
@@ -184,12 +184,12 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 }
 
 func TestCheckpointConfigLine(t *testing.T) {
-	raw, err := os.ReadFile("testdata/reference/manifest.json")
+	raw, err := os.ReadFile("../../testdata/reference/manifest.json")
 	require.NoError(t, err)
 	var man struct{ Cases []struct{ Checkpoint string } }
 	require.NoError(t, json.Unmarshal(raw, &man))
 	require.NotEmpty(t, man.Cases)
-	ckpt := filepath.Join("testdata/reference", man.Cases[0].Checkpoint)
+	ckpt := filepath.Join("../../testdata/reference", man.Cases[0].Checkpoint)
 	c, err := parseSuiteFlags(t, noGPU, "Server", "1x", "-checkpoint", ckpt)
 	require.NoError(t, err)
 	sum, err := fileSHA256(ckpt)
@@ -390,7 +390,7 @@ func suiteBinary(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run", "^$"}, args...)...)
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run", "^$", "-suite-self"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"bufio"
@@ -45,7 +45,7 @@ var serveBin struct {
 
 // serveBinary returns the inferbench binary to start.
 func serveBinary() (string, error) {
-	if p := suite.flags.serveBin; p != "" {
+	if p := conf.flags.serveBin; p != "" {
 		return filepath.Abs(p)
 	}
 	serveBin.once.Do(func() { serveBin.path, serveBin.err = buildServe() })

@@ -1,9 +1,8 @@
-package inferbench_test
+package suite
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,13 +20,11 @@ import (
 
 // The suite's state for this test binary run, set by TestMain.
 var (
-	suiteFlagValues suiteFlags
-	suite           *suiteConfig
-	exports         *exporter
-	info            infoLines
+	flagValues suiteFlags
+	conf       *suiteConfig
+	exports    *exporter
+	info       infoLines
 )
-
-func init() { suiteFlagValues.register(flag.CommandLine) }
 
 // algoCacheEnv names the environment variable that sets the cuda back-end's
 // algorithm cache file (switches.CUDNNCache, under inference/internal, out
@@ -148,7 +145,7 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 		b.Fatal(err)
 	}
 	sb.run++
-	if sb.run == 1 && suite.count > 1 && !suite.flags.cold {
+	if sb.run == 1 && conf.count > 1 && !conf.flags.cold {
 		s, err := startServer(sb.cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -176,10 +173,10 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 // startServer starts a server for cfg, with a fresh trace recorder under
 // -timeline and an empty algorithm cache under -cold.
 func startServer(cfg inference.Config) (*inference.Server, error) {
-	if suite.flags.timeline != "" {
+	if conf.flags.timeline != "" {
 		cfg.Trace = trace.New()
 	}
-	if suite.flags.cold {
+	if conf.flags.cold {
 		if err := os.MkdirAll(filepath.Dir(coldCache), 0o755); err != nil {
 			return nil, err
 		}
@@ -225,7 +222,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 	}
 	sb.run++
 	ctx := context.Background()
-	if sb.run == 1 && suite.count > 1 && !suite.flags.cold && len(suite.targets) == 0 {
+	if sb.run == 1 && conf.count > 1 && !conf.flags.cold && len(conf.targets) == 0 {
 		procs, err := startProcs(sb.wire.p, sb.wire.transport, sb.wire.servers)
 		if err != nil {
 			b.Fatal(err)
