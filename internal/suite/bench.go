@@ -92,37 +92,26 @@ func flagValue(name string) string {
 // grpc, http, grpc-shm and http-shm go over loopback to `inferbench serve`
 // processes the suite starts (servers= of them at once), or to -target.
 func Server(b *testing.B) {
-	for _, p := range conf.points(conf.batchesFor) {
-		for _, servers := range conf.serverCounts() {
-			for _, load := range conf.loads {
-				for _, lp := range conf.loadPoints(load, p.workers*servers) {
-					for _, tr := range conf.transports {
-						if tr == inproc && servers > 1 {
-							continue // one in-process server
-						}
-						name := p.name() + conf.serversPart(servers) + "/load=" + load.String() + lp.suffix + "/transport=" + tr
-						var cfg inference.Config
-						if !p.remote {
-							var err error
-							if cfg, err = conf.pointConfig(p); err != nil {
-								b.Fatal(err)
-							}
-						}
-						sb := subBenchFor(b.Name()+"/"+name, cfg)
-						sb.input = p.input
-						if tr != inproc {
-							sb.wire = &wireSpec{transport: tr, servers: servers, p: p}
-							if load == loadgen.Closed {
-								sb.wire.outstanding = lp.spec.Concurrency
-							}
-						}
-						b.Run(name, func(b *testing.B) { runServer(b, sb, p.batch, lp.spec, nil) })
-						if err := sb.finish(); err != nil {
-							b.Error(err)
-						}
-					}
-				}
+	for _, p := range conf.runs(b, "Server") {
+		var cfg inference.Config
+		if !p.remote {
+			var err error
+			if cfg, err = conf.pointConfig(p); err != nil {
+				b.Fatal(err)
 			}
+		}
+		spec := conf.loadSpec(p)
+		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
+		sb.input = p.input
+		if p.transport != inproc {
+			sb.wire = &wireSpec{transport: p.transport, servers: p.servers, p: p}
+			if p.load == loadgen.Closed {
+				sb.wire.outstanding = p.conc
+			}
+		}
+		b.Run(p.name, func(b *testing.B) { runServer(b, sb, p.batch, spec, nil) })
+		if err := sb.finish(); err != nil {
+			b.Error(err)
 		}
 	}
 }
@@ -217,9 +206,43 @@ func traceFile(name string) string {
 	return strings.ReplaceAll(conf.flags.timeline, "{name}", strings.NewReplacer("/", "_", "=", "-").Replace(sub))
 }
 
-// named reports whether the -bench pattern names benchmark word, for the
-// benchmarks that run only when asked for.
-func named(word string) bool { return strings.Contains(flagValue("test.bench"), word) }
+// runs returns the sub-benchmarks of benchmark bench, or skips b when
+// they run only when named or not under -target.
+func (c *suiteConfig) runs(b *testing.B, bench string) []point {
+	ps, skip := c.matrix(bench)
+	if skip != "" {
+		b.Skip(skip)
+	}
+	return ps
+}
+
+// matrix returns the sub-benchmarks of benchmark bench (Server, Scenario,
+// ServerOverhead, Capacity), or why it runs none.
+func (c *suiteConfig) matrix(bench string) ([]point, string) {
+	switch bench {
+	case "Server":
+		return c.expand(serverDims, c.start()), ""
+	case "ServerOverhead":
+		return c.expand(overheadDims, point{}), ""
+	case "Scenario":
+		if !strings.Contains(c.bench, "Scenario") {
+			return nil, "scenarios run only when named (-bench Scenario)"
+		}
+	case "Capacity":
+		if !strings.Contains(c.bench, "Capacity") {
+			return nil, "a capacity search takes tens of seconds per configuration: name it to run it (-bench Capacity -benchtime 1x)"
+		}
+	default:
+		return nil, "no benchmark " + bench
+	}
+	if len(c.targets) > 0 {
+		return nil, "-target drives BenchmarkServer only"
+	}
+	if bench == "Scenario" {
+		return c.expand(scenarioDims, c.start()), ""
+	}
+	return c.expand(capacityDims, c.start()), ""
+}
 
 // Scenario is BenchmarkScenario: it runs MLPerf LoadGen's scenarios (-scenarios) over the
 // server matrix: SingleStream (one 1-image query at a time; p90 latency),
@@ -228,55 +251,32 @@ func named(word string) bool { return strings.Contains(flagValue("test.bench"), 
 // latency is within its bound), Offline (all queries at once, -batches images
 // each; samples/s). It runs only when named: -bench Scenario.
 func Scenario(b *testing.B) {
-	if !named("Scenario") {
-		b.Skip("scenarios run only when named (-bench Scenario)")
-	}
-	if len(conf.targets) > 0 {
-		b.Skip("-target drives BenchmarkServer only")
-	}
-	for _, sc := range conf.scenarios {
-		batches := func(be string) []int {
-			if n := sc.Samples(); n > 0 {
-				return []int{n}
-			}
-			return conf.batchesFor(be)
+	for _, p := range conf.runs(b, "Scenario") {
+		sc, r := p.scenario, p.rate
+		cfg, err := conf.pointConfig(p)
+		if err != nil {
+			b.Fatal(err)
 		}
-		rates := []float64{0}
-		if sc == loadgen.Server {
-			rates = conf.rates
-		}
-		for _, p := range conf.points(batches) {
-			for _, r := range rates {
-				name := "scenario=" + sc.String() + "/" + p.name()
-				if sc == loadgen.Server {
-					name += "/rate=" + formatRate(r)
+		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
+		sb.input = p.input
+		b.Run(p.name, func(b *testing.B) {
+			runServer(b, sb, p.batch, sc.Load(r, conf.flags.seed), func(m *measurement) []figure {
+				o := sc.Judge(&m.final, p.batch, conf.slo)
+				if b.N > 1 || conf.benchtime == "1x" {
+					b.Log(describeOutcome(o, r, conf.slo))
 				}
-				cfg, err := conf.pointConfig(p)
-				if err != nil {
-					b.Fatal(err)
+				if !o.Judged {
+					return nil
 				}
-				sb := subBenchFor(b.Name()+"/"+name, cfg)
-				sb.input = p.input
-				b.Run(name, func(b *testing.B) {
-					runServer(b, sb, p.batch, sc.Load(r, conf.flags.seed), func(m *measurement) []figure {
-						o := sc.Judge(&m.final, p.batch, conf.slo)
-						if b.N > 1 || flagValue("test.benchtime") == "1x" {
-							b.Log(describeOutcome(o, r, conf.slo))
-						}
-						if !o.Judged {
-							return nil
-						}
-						valid := 0.0
-						if o.Valid {
-							valid = 1
-						}
-						return []figure{{"valid", valid}}
-					})
-				})
-				if err := sb.finish(); err != nil {
-					b.Error(err)
+				valid := 0.0
+				if o.Valid {
+					valid = 1
 				}
-			}
+				return []figure{{"valid", valid}}
+			})
+		})
+		if err := sb.finish(); err != nil {
+			b.Error(err)
 		}
 	}
 }
@@ -299,24 +299,17 @@ func describeOutcome(o loadgen.Outcome, rate float64, slo loadgen.Bound) string 
 // batcher in the path (sending at once, as a batch of one is full), trace=on
 // records every batch's timeline.
 func ServerOverhead(b *testing.B) {
-	for _, workers := range []int{1, 2} {
-		for _, clients := range []int{1, 4} {
-			for _, batching := range []string{"off", "on"} {
-				for _, tracing := range []string{"off", "on"} {
-					name := fmt.Sprintf("workers=%d/clients=%d/batching=%s/trace=%s", workers, clients, batching, tracing)
-					b.Run(name, func(b *testing.B) {
-						cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: workers}
-						if batching == "on" {
-							cfg.MaxQueueDelay = time.Millisecond
-						}
-						if tracing == "on" {
-							cfg.Trace = trace.New()
-						}
-						benchOverhead(b, cfg, clients)
-					})
-				}
+	for _, p := range conf.runs(b, "ServerOverhead") {
+		b.Run(p.name, func(b *testing.B) {
+			cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: p.workers}
+			if p.batching == "on" {
+				cfg.MaxQueueDelay = time.Millisecond
 			}
-		}
+			if p.trace == "on" {
+				cfg.Trace = trace.New()
+			}
+			benchOverhead(b, cfg, p.clients)
+		})
 	}
 }
 
@@ -380,33 +373,18 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 // one whole search: run it with -benchtime 1x and repeat with -count. It runs
 // only when named: -bench Capacity.
 func Capacity(b *testing.B) {
-	if !named("Capacity") {
-		b.Skip("a capacity search takes tens of seconds per configuration: name it to run it (-bench Capacity -benchtime 1x)")
-	}
-	if len(conf.targets) > 0 {
-		b.Skip("-target drives BenchmarkServer only")
-	}
-	batches := conf.batches
-	if batches == nil {
-		batches = []int{1}
-	}
-	for _, be := range conf.backends {
-		for _, batch := range batches {
-			for _, workers := range conf.workerCounts() {
-				for _, batching := range []string{"off", "on"} {
-					name := fmt.Sprintf("backend=%s/batch=%d/workers=%d/batching=%s", be, batch, workers, batching)
-					cfg, err := conf.serverConfig(be, batch, workers, "overlap", conf.precisionsFor(be)[0], conf.graphs[0], 1)
-					if err != nil {
-						b.Fatal(err)
-					}
-					cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = conf.batchSettings(batch, batching)
-					sb := subBenchFor(b.Name()+"/"+name, cfg)
-					b.Run(name, func(b *testing.B) { runCapacity(b, sb, batch) })
-					if err := sb.finish(); err != nil {
-						b.Error(err)
-					}
-				}
-			}
+	for _, p := range conf.runs(b, "Capacity") {
+		// The overlap pipeline with the first of -precisions and -graphs.
+		q := p
+		q.pipe, q.prec, q.graphs, q.devices = "overlap", conf.precisionsFor(p.be)[0], conf.graphs[0], 1
+		cfg, err := conf.pointConfig(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
+		b.Run(p.name, func(b *testing.B) { runCapacity(b, sb, p.batch) })
+		if err := sb.finish(); err != nil {
+			b.Error(err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -238,13 +237,4 @@ func (c *suiteConfig) serverCounts() []int {
 		return []int{len(c.targets)}
 	}
 	return []int{1}
-}
-
-// serversPart is the servers= part of a sub-benchmark name: present when
-// -servers or -target was given.
-func (c *suiteConfig) serversPart(n int) string {
-	if c.servers == nil && len(c.targets) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("/servers=%d", n)
 }
