@@ -46,31 +46,15 @@ func Main(m *testing.M) int {
 		return 2
 	}
 	if tf.bench != "" {
-		if conf.flags.cold {
-			os.Setenv(algoCacheEnv, coldCache)
-		}
-		if len(conf.targets) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			err := conf.probeTargets(ctx)
-			cancel()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
-				return 2
-			}
-		}
-		if exports, err = openExports(conf); err != nil {
+		if err := conf.begin(); err != nil {
 			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
 			return 2
 		}
-		conf.printConfig(os.Stdout, conf.deviceConfig())
 	}
 	code := m.Run()
-	removeServeBuild()
-	if exports != nil {
-		if err := exports.close(); err != nil {
-			fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
-			code = max(code, 1)
-		}
+	if err := end(); err != nil {
+		fmt.Fprintf(os.Stderr, "inferbench: %v\n", err)
+		code = max(code, 1)
 	}
 	return code
 }
@@ -91,34 +75,32 @@ func flagValue(name string) string {
 // says how requests reach the server: inproc calls an in-process server;
 // grpc, http, grpc-shm and http-shm go over loopback to `inferbench serve`
 // processes the suite starts (servers= of them at once), or to -target.
-func Server(b *testing.B) {
-	for _, p := range conf.runs(b, "Server") {
-		var cfg inference.Config
-		if !p.remote {
-			var err error
-			if cfg, err = conf.pointConfig(p); err != nil {
-				b.Fatal(err)
-			}
-		}
-		spec := conf.loadSpec(p)
-		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
-		sb.input = p.input
-		if p.transport != inproc {
-			sb.wire = &wireSpec{transport: p.transport, servers: p.servers, p: p}
-			if p.load == loadgen.Closed {
-				sb.wire.outstanding = p.conc
-			}
-		}
-		b.Run(p.name, func(b *testing.B) { runServer(b, sb, p.batch, spec, nil) })
-		if err := sb.finish(); err != nil {
-			b.Error(err)
+func Server(b *testing.B) { runSubs(b, "Server") }
+
+// serverSub is BenchmarkServer's sub-benchmark of point p.
+func (c *suiteConfig) serverSub(prefix string, p point) (sub, error) {
+	var cfg inference.Config
+	if !p.remote {
+		var err error
+		if cfg, err = c.pointConfig(p); err != nil {
+			return sub{}, err
 		}
 	}
+	spec := c.loadSpec(p)
+	sb := subBenchFor(prefix+"/"+p.name, cfg)
+	sb.input = p.input
+	if p.transport != inproc {
+		sb.wire = &wireSpec{transport: p.transport, servers: p.servers, p: p}
+		if p.load == loadgen.Closed {
+			sb.wire.outstanding = p.conc
+		}
+	}
+	return sub{name: p.name, sb: sb, run: func(b runB) { runServer(b, sb, p.batch, spec, nil) }}, nil
 }
 
 // runServer measures one call of a sub-benchmark on its run's server(s) and
 // reports the figures; extra, if set, adds figures of its own.
-func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra func(*measurement) []figure) {
+func runServer(b runB, sb *subBench, batch int, spec loadgen.Spec, extra func(*measurement) []figure) {
 	var log *requestLog
 	if exports != nil && exports.reqs != nil {
 		log = &requestLog{}
@@ -127,7 +109,7 @@ func runServer(b *testing.B, sb *subBench, batch int, spec loadgen.Spec, extra f
 		log.clear() // the warm-up request is not exported
 		b.ResetTimer()
 	}
-	rs := runSpec{batch: batch, load: spec, n: b.N, window: conf.window, start: start, stop: b.StopTimer}
+	rs := runSpec{batch: batch, load: spec, n: b.iterations(), window: conf.window, start: start, stop: b.StopTimer}
 	var (
 		view    serverView
 		warm    warmupInfo
@@ -206,16 +188,6 @@ func traceFile(name string) string {
 	return strings.ReplaceAll(conf.flags.timeline, "{name}", strings.NewReplacer("/", "_", "=", "-").Replace(sub))
 }
 
-// runs returns the sub-benchmarks of benchmark bench, or skips b when
-// they run only when named or not under -target.
-func (c *suiteConfig) runs(b *testing.B, bench string) []point {
-	ps, skip := c.matrix(bench)
-	if skip != "" {
-		b.Skip(skip)
-	}
-	return ps
-}
-
 // matrix returns the sub-benchmarks of benchmark bench (Server, Scenario,
 // ServerOverhead, Capacity), or why it runs none.
 func (c *suiteConfig) matrix(bench string) ([]point, string) {
@@ -250,35 +222,33 @@ func (c *suiteConfig) matrix(bench string) ([]point, string) {
 // queries with Poisson arrivals at each -rate; VALID when the -slo percentile
 // latency is within its bound), Offline (all queries at once, -batches images
 // each; samples/s). It runs only when named: -bench Scenario.
-func Scenario(b *testing.B) {
-	for _, p := range conf.runs(b, "Scenario") {
-		sc, r := p.scenario, p.rate
-		cfg, err := conf.pointConfig(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
-		sb.input = p.input
-		b.Run(p.name, func(b *testing.B) {
-			runServer(b, sb, p.batch, sc.Load(r, conf.flags.seed), func(m *measurement) []figure {
-				o := sc.Judge(&m.final, p.batch, conf.slo)
-				if b.N > 1 || conf.benchtime == "1x" {
-					b.Log(describeOutcome(o, r, conf.slo))
-				}
-				if !o.Judged {
-					return nil
-				}
-				valid := 0.0
-				if o.Valid {
-					valid = 1
-				}
-				return []figure{{"valid", valid}}
-			})
-		})
-		if err := sb.finish(); err != nil {
-			b.Error(err)
-		}
+func Scenario(b *testing.B) { runSubs(b, "Scenario") }
+
+// scenarioSub is BenchmarkScenario's sub-benchmark of point p.
+func (c *suiteConfig) scenarioSub(prefix string, p point) (sub, error) {
+	sc, r := p.scenario, p.rate
+	cfg, err := c.pointConfig(p)
+	if err != nil {
+		return sub{}, err
 	}
+	sb := subBenchFor(prefix+"/"+p.name, cfg)
+	sb.input = p.input
+	return sub{name: p.name, sb: sb, run: func(b runB) {
+		runServer(b, sb, p.batch, sc.Load(r, c.flags.seed), func(m *measurement) []figure {
+			o := sc.Judge(&m.final, p.batch, c.slo)
+			if b.iterations() > 1 || c.benchtime == "1x" {
+				b.Log(describeOutcome(o, r, c.slo))
+			}
+			if !o.Judged {
+				return nil
+			}
+			valid := 0.0
+			if o.Valid {
+				valid = 1
+			}
+			return []figure{{"valid", valid}}
+		})
+	}}, nil
 }
 
 // describeOutcome states a scenario's result as LoadGen's summary does.
@@ -298,19 +268,21 @@ func describeOutcome(o loadgen.Outcome, rate float64, slo loadgen.Bound) string 
 // goroutines each sending one request at a time; batching=on puts the dynamic
 // batcher in the path (sending at once, as a batch of one is full), trace=on
 // records every batch's timeline.
-func ServerOverhead(b *testing.B) {
-	for _, p := range conf.runs(b, "ServerOverhead") {
-		b.Run(p.name, func(b *testing.B) {
-			cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: p.workers}
-			if p.batching == "on" {
-				cfg.MaxQueueDelay = time.Millisecond
-			}
-			if p.trace == "on" {
-				cfg.Trace = trace.New()
-			}
-			benchOverhead(b, cfg, p.clients)
-		})
-	}
+func ServerOverhead(b *testing.B) { runSubs(b, "ServerOverhead") }
+
+// overheadSub is BenchmarkServerOverhead's sub-benchmark of point p; it
+// needs testing's allocation counts, so only go test runs it.
+func overheadSub(p point) sub {
+	return sub{name: p.name, bench: func(b *testing.B) {
+		cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: p.workers}
+		if p.batching == "on" {
+			cfg.MaxQueueDelay = time.Millisecond
+		}
+		if p.trace == "on" {
+			cfg.Trace = trace.New()
+		}
+		benchOverhead(b, cfg, p.clients)
+	}}
 }
 
 func benchTiny(b *testing.B) *resnet.Model {
@@ -372,21 +344,19 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 // overlap pipeline with the first of -precisions and -graphs. One iteration is
 // one whole search: run it with -benchtime 1x and repeat with -count. It runs
 // only when named: -bench Capacity.
-func Capacity(b *testing.B) {
-	for _, p := range conf.runs(b, "Capacity") {
-		// The overlap pipeline with the first of -precisions and -graphs.
-		q := p
-		q.pipe, q.prec, q.graphs, q.devices = "overlap", conf.precisionsFor(p.be)[0], conf.graphs[0], 1
-		cfg, err := conf.pointConfig(q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sb := subBenchFor(b.Name()+"/"+p.name, cfg)
-		b.Run(p.name, func(b *testing.B) { runCapacity(b, sb, p.batch) })
-		if err := sb.finish(); err != nil {
-			b.Error(err)
-		}
+func Capacity(b *testing.B) { runSubs(b, "Capacity") }
+
+// capacitySub is BenchmarkCapacity's sub-benchmark of point p: on the
+// overlap pipeline with the first of -precisions and -graphs.
+func (c *suiteConfig) capacitySub(prefix string, p point) (sub, error) {
+	q := p
+	q.pipe, q.prec, q.graphs, q.devices = "overlap", c.precisionsFor(p.be)[0], c.graphs[0], 1
+	cfg, err := c.pointConfig(q)
+	if err != nil {
+		return sub{}, err
 	}
+	sb := subBenchFor(prefix+"/"+p.name, cfg)
+	return sub{name: p.name, sb: sb, run: func(b runB) { runCapacity(b, sb, p.batch) }}, nil
 }
 
 // batchingSizes returns MaxBatch and the prepared batch sizes of a
@@ -404,7 +374,7 @@ func batchingSizes(batch int) (int, []int) {
 }
 
 // runCapacity runs b.N capacity searches and reports their mean.
-func runCapacity(b *testing.B, sb *subBench, batch int) {
+func runCapacity(b runB, sb *subBench, batch int) {
 	s := sb.server(b)
 	in, err := s.AllocInput(batch)
 	if err != nil {
@@ -418,7 +388,8 @@ func runCapacity(b *testing.B, sb *subBench, batch int) {
 	run := &exportRun{name: b.Name(), slo: percentileName(conf.slo.Quantile) + "=" + conf.slo.Latency.String()}
 	var sum float64
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	n := b.iterations()
+	for i := range n {
 		c, err := loadgen.SearchCapacity(context.Background(), t, loadgen.CapacitySpec{
 			SLO: conf.slo.Latency, Quantile: conf.slo.Quantile, Trial: conf.flags.trial, Seed: conf.flags.seed + uint64(i)})
 		if err != nil {
@@ -428,7 +399,7 @@ func runCapacity(b *testing.B, sb *subBench, batch int) {
 		run.trials = append(run.trials, c.Trials)
 	}
 	b.StopTimer()
-	mean := sum / float64(b.N)
+	mean := sum / float64(n)
 	b.ReportMetric(mean, conf.capacityUnit())
 	run.figs = []figure{{"max-rate-req/s", mean}}
 	sb.last = run

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
@@ -137,8 +136,8 @@ func subBenchFor(name string, cfg inference.Config) *subBench {
 // in one sample. So that runs start alike, with -count above 1 (and without
 // -cold) the first run builds and closes one unmeasured server first, which
 // fills the algorithm cache.
-func (sb *subBench) server(b *testing.B) *inference.Server {
-	if sb.srv != nil && b.N > 1 {
+func (sb *subBench) server(b runB) *inference.Server {
+	if sb.srv != nil && b.iterations() > 1 {
 		return sb.srv
 	}
 	if err := sb.endRun(); err != nil {
@@ -161,7 +160,7 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 	}
 	kvs := s.Info().Config
 	if sb.run == 1 {
-		info.print(os.Stdout, kvs)
+		info.print(out, kvs)
 	} else if line, changed := info.changed(kvs); changed {
 		s.Close()
 		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
@@ -213,8 +212,8 @@ func (sb *subBench) peakRSS() int64 {
 // starts new server processes, preceded in the first run by one unmeasured
 // start under -count above 1 (and without -cold) so that runs start alike.
 // Under -target, a run connects to the running servers again.
-func (sb *subBench) fleet(b *testing.B) *fleet {
-	if sb.fl != nil && b.N > 1 {
+func (sb *subBench) fleet(b runB) *fleet {
+	if sb.fl != nil && b.iterations() > 1 {
 		return sb.fl
 	}
 	if err := sb.endRun(); err != nil {
@@ -240,7 +239,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 	sb.fl = f
 	kvs := f.config()
 	if sb.run == 1 {
-		info.print(os.Stdout, kvs)
+		info.print(out, kvs)
 	} else if line, changed := info.changed(kvs); changed {
 		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
 	}
@@ -251,6 +250,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 func (sb *subBench) endRun() error {
 	if sb.last != nil {
 		exports.export(sb.last, sb.run)
+		report.add(sb.last)
 		sb.last = nil
 	}
 	if sb.srv != nil {

@@ -511,6 +511,18 @@ func TestSuiteBinaryMeasuresWarmupEveryRun(t *testing.T) {
 	reqs := readCSV(t, reqPath)
 	require.Len(t, reqs, 1+3*3, "header and three requests per run")
 	assert.Equal(t, requestsHeader, reqs[0])
+
+	// For people, on stderr: the sub-benchmark started, and the summary of
+	// its three runs.
+	name := "Server/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=burst/transport=inproc"
+	assert.Contains(t, stderr, "inferbench: [1/1] Benchmark"+name+"\n")
+	_, summary, ok := strings.Cut(stderr, "summary (the mean of each configuration's runs):\n")
+	require.True(t, ok, "stderr: %s", stderr)
+	lines := strings.Split(strings.TrimSpace(summary), "\n")
+	require.Len(t, lines, 2, summary)
+	assert.Equal(t, []string{"configuration", "runs", "samples/s", "p50", "p99"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{name, "3"}, strings.Fields(lines[1])[:2])
+	assert.NotContains(t, stdout, "summary", "benchstat's input stays as it was")
 }
 
 func TestSuiteBinaryWindowsAndLoadRanges(t *testing.T) {
