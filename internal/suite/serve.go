@@ -78,11 +78,14 @@ func buildServe() (string, error) {
 	return bin, nil
 }
 
-// removeServeBuild removes the binary serveBinary built, if any.
+// removeServeBuild removes the binary serveBinary built, if any; a later
+// serveBinary builds it again.
 func removeServeBuild() {
 	if serveBin.dir != "" {
 		os.RemoveAll(serveBin.dir)
 	}
+	serveBin.once = sync.Once{}
+	serveBin.dir, serveBin.path, serveBin.err = "", "", nil
 }
 
 // moduleRoot returns the directory of the go.mod above the working
