@@ -78,7 +78,7 @@ func flagValue(name string) string {
 func Server(b *testing.B) { runSubs(b, "Server") }
 
 // serverSub is BenchmarkServer's sub-benchmark of point p.
-func (c *suiteConfig) serverSub(prefix string, p point) (sub, error) {
+func (c *config) serverSub(prefix string, p point) (sub, error) {
 	var cfg inference.Config
 	if !p.remote {
 		var err error
@@ -190,7 +190,7 @@ func traceFile(name string) string {
 
 // matrix returns the sub-benchmarks of benchmark bench (Server, Scenario,
 // ServerOverhead, Capacity), or why it runs none.
-func (c *suiteConfig) matrix(bench string) ([]point, string) {
+func (c *config) matrix(bench string) ([]point, string) {
 	switch bench {
 	case "Server":
 		return c.expand(serverDims, c.start()), ""
@@ -225,7 +225,7 @@ func (c *suiteConfig) matrix(bench string) ([]point, string) {
 func Scenario(b *testing.B) { runSubs(b, "Scenario") }
 
 // scenarioSub is BenchmarkScenario's sub-benchmark of point p.
-func (c *suiteConfig) scenarioSub(prefix string, p point) (sub, error) {
+func (c *config) scenarioSub(prefix string, p point) (sub, error) {
 	sc, r := p.scenario, p.rate
 	cfg, err := c.pointConfig(p)
 	if err != nil {
@@ -348,7 +348,7 @@ func Capacity(b *testing.B) { runSubs(b, "Capacity") }
 
 // capacitySub is BenchmarkCapacity's sub-benchmark of point p: on the
 // overlap pipeline with the first of -precisions and -graphs.
-func (c *suiteConfig) capacitySub(prefix string, p point) (sub, error) {
+func (c *config) capacitySub(prefix string, p point) (sub, error) {
 	q := p
 	q.pipe, q.prec, q.graphs, q.devices = "overlap", c.precisionsFor(p.be)[0], c.graphs[0], 1
 	cfg, err := c.pointConfig(q)

@@ -43,7 +43,7 @@ func Bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	var f suiteFlags
+	var f settings
 	f.register(fs)
 	benches := fs.String("bench", "Server", "the benchmarks to run, comma-separated: Server, Scenario, Capacity")
 	benchtime := fs.String("benchtime", "100x", "iterations of each run, Nx as go test's -benchtime: requests (a capacity search each for Capacity); 1x with -window")

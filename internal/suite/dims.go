@@ -69,7 +69,7 @@ type Dimension struct {
 // extended by each value the dimension has at p, and the name part it adds.
 type dimension interface {
 	describe() Dimension
-	expand(c *suiteConfig, p point, fn func(q point, part string))
+	expand(c *config, p point, fn func(q point, part string))
 }
 
 // dim is a dimension of values of type T.
@@ -78,7 +78,7 @@ type dim[T any] struct {
 	// values returns its values at p, whose earlier dimensions are set; nil
 	// leaves it out of p and of its name (an optional dimension whose flag
 	// was not given, or one that does not apply to p).
-	values func(c *suiteConfig, p point) []T
+	values func(c *config, p point) []T
 	// format writes a value as the names carry it.
 	format func(T) string
 	// set stores a value in p.
@@ -87,7 +87,7 @@ type dim[T any] struct {
 
 func (d dim[T]) describe() Dimension { return d.Dimension }
 
-func (d dim[T]) expand(c *suiteConfig, p point, fn func(point, string)) {
+func (d dim[T]) expand(c *config, p point, fn func(point, string)) {
 	vals := d.values(c, p)
 	if vals == nil {
 		fn(p, "")
@@ -102,7 +102,7 @@ func (d dim[T]) expand(c *suiteConfig, p point, fn func(point, string)) {
 
 // expand returns the cross product of dims from start, in order, each point
 // named by its parts.
-func (c *suiteConfig) expand(dims []dimension, start point) []point {
+func (c *config) expand(dims []dimension, start point) []point {
 	var out []point
 	var walk func(i int, p point, name string)
 	walk = func(i int, p point, name string) {
@@ -123,7 +123,7 @@ func fixed[T any](v ...T) []T { return v }
 
 // local is nil under -target (a running server's settings are its own),
 // else vals.
-func local[T any](c *suiteConfig, vals []T) []T {
+func local[T any](c *config, vals []T) []T {
 	if len(c.targets) > 0 {
 		return nil
 	}
@@ -134,18 +134,18 @@ func local[T any](c *suiteConfig, vals []T) []T {
 var (
 	scenarioDim = dim[loadgen.Scenario]{
 		Dimension: Dimension{Key: "scenario", Flag: FlagScenarios, Doc: "BenchmarkScenario: MLPerf LoadGen's scenario"},
-		values:    func(c *suiteConfig, _ point) []loadgen.Scenario { return c.scenarios },
+		values:    func(c *config, _ point) []loadgen.Scenario { return c.scenarios },
 		format:    loadgen.Scenario.String,
 		set:       func(p *point, v loadgen.Scenario) { p.scenario, p.hasScenario = v, true },
 	}
 	backendDim = dim[string]{
 		Dimension: Dimension{Key: "backend", Flag: FlagBackends, Doc: "the back-end: cpu, cuda or nop"},
-		values:    func(c *suiteConfig, _ point) []string { return local(c, c.backends) },
+		values:    func(c *config, _ point) []string { return local(c, c.backends) },
 		format:    str, set: func(p *point, v string) { p.be = v },
 	}
 	batchDim = dim[int]{
 		Dimension: Dimension{Key: "batch", Flag: FlagBatches, Doc: "images per request (a scenario's own where it fixes them)"},
-		values: func(c *suiteConfig, p point) []int {
+		values: func(c *config, p point) []int {
 			if n := p.scenario.Samples(); p.hasScenario && n > 0 {
 				return []int{n}
 			}
@@ -155,42 +155,42 @@ var (
 	}
 	workersDim = dim[int]{
 		Dimension: Dimension{Key: "workers", Flag: FlagWorkers, Doc: "compute workers of each server"},
-		values:    func(c *suiteConfig, _ point) []int { return local(c, c.workerCounts()) },
+		values:    func(c *config, _ point) []int { return local(c, c.workerCounts()) },
 		format:    itoa, set: func(p *point, v int) { p.workers = v },
 	}
 	pipelineDim = dim[string]{
 		Dimension: Dimension{Key: "pipeline", Flag: FlagPipelines, Doc: "serial or overlap"},
-		values:    func(c *suiteConfig, _ point) []string { return local(c, c.pipelines) },
+		values:    func(c *config, _ point) []string { return local(c, c.pipelines) },
 		format:    str, set: func(p *point, v string) { p.pipe = v },
 	}
 	precisionDim = dim[string]{
 		Dimension: Dimension{Key: "precision", Flag: FlagPrecisions, Doc: "fp32, tf32 or fp16"},
-		values:    func(c *suiteConfig, p point) []string { return local(c, c.precisionsFor(p.be)) },
+		values:    func(c *config, p point) []string { return local(c, c.precisionsFor(p.be)) },
 		format:    str, set: func(p *point, v string) { p.prec = v },
 	}
 	graphsDim = dim[string]{
 		Dimension: Dimension{Key: "graphs", Flag: FlagGraphs, Doc: "CUDA graphs on or off"},
-		values:    func(c *suiteConfig, _ point) []string { return local(c, c.graphs) },
+		values:    func(c *config, _ point) []string { return local(c, c.graphs) },
 		format:    str, set: func(p *point, v string) { p.graphs = v },
 	}
 	devicesDim = dim[int]{
 		Dimension: Dimension{Key: "devices", Flag: FlagDevices, Doc: "GPUs the workers are spread over"},
-		values:    func(c *suiteConfig, _ point) []int { return local(c, c.devices) },
+		values:    func(c *config, _ point) []int { return local(c, c.devices) },
 		format:    itoa, set: func(p *point, v int) { p.devices = v },
 	}
 	inputDim = dim[string]{
 		Dimension: Dimension{Key: "input", Flag: FlagInput, Optional: true, Doc: "the input's datatype: fp32 or uint8"},
-		values:    func(c *suiteConfig, _ point) []string { return c.inputs },
+		values:    func(c *config, _ point) []string { return c.inputs },
 		format:    str, set: func(p *point, v string) { p.input = v },
 	}
 	batchingDim = dim[string]{
 		Dimension: Dimension{Key: "batching", Flag: FlagBatching, Optional: true, Doc: "the server's dynamic batching: off or on"},
-		values:    func(c *suiteConfig, _ point) []string { return local(c, c.batching) },
+		values:    func(c *config, _ point) []string { return local(c, c.batching) },
 		format:    str, set: func(p *point, v string) { p.batching = v },
 	}
 	serversDim = dim[int]{
 		Dimension: Dimension{Key: "servers", Flag: FlagServers, Optional: true, Doc: "servers driven at once (named under -target too)"},
-		values: func(c *suiteConfig, _ point) []int {
+		values: func(c *config, _ point) []int {
 			if c.servers == nil && len(c.targets) == 0 {
 				return nil
 			}
@@ -200,12 +200,12 @@ var (
 	}
 	loadDim = dim[loadgen.Mode]{
 		Dimension: Dimension{Key: "load", Flag: FlagLoads, Doc: "burst, closed or open"},
-		values:    func(c *suiteConfig, _ point) []loadgen.Mode { return c.loads },
+		values:    func(c *config, _ point) []loadgen.Mode { return c.loads },
 		format:    loadgen.Mode.String, set: func(p *point, v loadgen.Mode) { p.load = v },
 	}
 	concurrencyDim = dim[int]{
 		Dimension: Dimension{Key: "concurrency", Flag: FlagConcurrency, Doc: "closed load: requests outstanding (2 per worker of every server by default)"},
-		values: func(c *suiteConfig, p point) []int {
+		values: func(c *config, p point) []int {
 			if p.load != loadgen.Closed {
 				return nil
 			}
@@ -215,7 +215,7 @@ var (
 	}
 	rateDim = dim[float64]{
 		Dimension: Dimension{Key: "rate", Flag: FlagRate, Doc: "open load and the Server scenario: requests per second"},
-		values: func(c *suiteConfig, p point) []float64 {
+		values: func(c *config, p point) []float64 {
 			if p.hasScenario && p.scenario == loadgen.Server || !p.hasScenario && p.load == loadgen.Open {
 				return c.rates
 			}
@@ -225,7 +225,7 @@ var (
 	}
 	transportDim = dim[string]{
 		Dimension: Dimension{Key: "transport", Flag: FlagTransports, Doc: "how requests reach the servers: inproc or a wire transport"},
-		values: func(c *suiteConfig, p point) []string {
+		values: func(c *config, p point) []string {
 			var out []string
 			for _, tr := range c.transports {
 				if tr != inproc || p.servers == 1 { // one in-process server
@@ -251,7 +251,7 @@ var scenarioDims = []dimension{scenarioDim, backendDim, batchDim, workersDim, pi
 // batching, of requests of -batches images (1 by default).
 var capacityDims = []dimension{backendDim,
 	dim[int]{Dimension: batchDim.Dimension, format: itoa, set: batchDim.set,
-		values: func(c *suiteConfig, _ point) []int {
+		values: func(c *config, _ point) []int {
 			if c.batches == nil {
 				return []int{1}
 			}
@@ -259,24 +259,24 @@ var capacityDims = []dimension{backendDim,
 		}},
 	workersDim,
 	dim[string]{Dimension: Dimension{Key: "batching", Doc: "the search without and with dynamic batching"}, format: str, set: batchingDim.set,
-		values: func(*suiteConfig, point) []string { return fixed("off", "on") }},
+		values: func(*config, point) []string { return fixed("off", "on") }},
 }
 
 // overheadDims are BenchmarkServerOverhead's fixed dimensions.
 var overheadDims = []dimension{
 	dim[int]{Dimension: Dimension{Key: "workers"}, format: itoa, set: workersDim.set,
-		values: func(*suiteConfig, point) []int { return fixed(1, 2) }},
+		values: func(*config, point) []int { return fixed(1, 2) }},
 	dim[int]{Dimension: Dimension{Key: "clients", Doc: "goroutines each sending one request at a time"}, format: itoa,
-		set: func(p *point, v int) { p.clients = v }, values: func(*suiteConfig, point) []int { return fixed(1, 4) }},
+		set: func(p *point, v int) { p.clients = v }, values: func(*config, point) []int { return fixed(1, 4) }},
 	dim[string]{Dimension: Dimension{Key: "batching"}, format: str, set: batchingDim.set,
-		values: func(*suiteConfig, point) []string { return fixed("off", "on") }},
+		values: func(*config, point) []string { return fixed("off", "on") }},
 	dim[string]{Dimension: Dimension{Key: "trace", Doc: "every batch's timeline recorded"}, format: str,
-		set: func(p *point, v string) { p.trace = v }, values: func(*suiteConfig, point) []string { return fixed("off", "on") }},
+		set: func(p *point, v string) { p.trace = v }, values: func(*config, point) []string { return fixed("off", "on") }},
 }
 
 // start is the point every matrix grows from: one worker and one server
 // unless a dimension says otherwise, remote under -target.
-func (c *suiteConfig) start() point {
+func (c *config) start() point {
 	return point{workers: 1, servers: 1, remote: len(c.targets) > 0}
 }
 
@@ -290,7 +290,7 @@ func Dimensions() []Dimension {
 }
 
 // loadSpec is p's load for the load generator.
-func (c *suiteConfig) loadSpec(p point) loadgen.Spec {
+func (c *config) loadSpec(p point) loadgen.Spec {
 	switch p.load {
 	case loadgen.Closed:
 		return loadgen.Spec{Mode: p.load, Concurrency: p.conc}

@@ -39,7 +39,7 @@ var nameCases = []struct {
 
 // matrixNames lists every sub-benchmark the suite runs under c, as testing
 // names them without the Benchmark prefix.
-func matrixNames(c *suiteConfig) []string {
+func matrixNames(c *config) []string {
 	var names []string
 	for _, bench := range []string{"Server", "Scenario", "ServerOverhead", "Capacity"} {
 		ps, _ := c.matrix(bench)
@@ -85,7 +85,7 @@ func TestScenarioPointsCarryTheirLoad(t *testing.T) {
 }
 
 func TestDimensionsNameTheirFlags(t *testing.T) {
-	var f suiteFlags
+	var f settings
 	fs := flag.NewFlagSet("suite", flag.ContinueOnError)
 	f.register(fs)
 	for _, d := range Dimensions() {

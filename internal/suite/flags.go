@@ -25,9 +25,9 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// suiteFlags are the suite's command-line flags as given. Lists are
+// settings are the suite's command-line flags as given. Lists are
 // comma-separated; -concurrency and -rate also take start:stop:step ranges.
-type suiteFlags struct {
+type settings struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads string
 	concurrency, rate                                                         string
 	poisson                                                                   bool
@@ -63,7 +63,7 @@ func (l *targetList) Set(s string) error {
 }
 
 // register defines the flags on fs.
-func (f *suiteFlags) register(fs *flag.FlagSet) {
+func (f *settings) register(fs *flag.FlagSet) {
 	f.fs = fs
 	fs.StringVar(&f.backends, FlagBackends, "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
 	fs.StringVar(&f.batches, FlagBatches, "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
@@ -117,9 +117,10 @@ type testingFlags struct {
 	count            uint
 }
 
-// suiteConfig is the validated setting of one test binary run.
-type suiteConfig struct {
-	flags *suiteFlags
+// config is the validated setting of one run (of the test binary, or of
+// the bench command).
+type config struct {
+	flags *settings
 
 	backends   []string // "auto" resolved
 	batches    []int    // nil: per back-end default
@@ -193,8 +194,8 @@ func badFlag(name, value, format string, args ...any) error {
 // flag with its rule. gpu says whether the cuda back-end can run here (nil)
 // or why not; a nil gpu means no benchmark will run: -backends is only
 // checked for its spelling and auto means cpu.
-func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, error) {
-	c := &suiteConfig{flags: f, count: tf.count, bench: tf.bench, benchtime: tf.benchtime}
+func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) {
+	c := &config{flags: f, count: tf.count, bench: tf.bench, benchtime: tf.benchtime}
 	var err error
 	if c.backends, err = resolveBackends(f.backends, gpu); err != nil {
 		return nil, err
@@ -486,7 +487,7 @@ func percentileName(q float64) string {
 }
 
 // windowSpec checks the window flags; nil when -window is 0.
-func windowSpec(f *suiteFlags, tf testingFlags) (*loadgen.WindowSpec, error) {
+func windowSpec(f *settings, tf testingFlags) (*loadgen.WindowSpec, error) {
 	switch {
 	case f.window < 0:
 		return nil, badFlag("window", f.window.String(), "a window must last a positive time (0 turns windows off)")
@@ -506,7 +507,7 @@ func windowSpec(f *suiteFlags, tf testingFlags) (*loadgen.WindowSpec, error) {
 
 // setModel checks -model and -checkpoint and fills arch, model and
 // checkpoint.
-func (c *suiteConfig) setModel(f *suiteFlags) error {
+func (c *config) setModel(f *settings) error {
 	c.checkpoint = "none"
 	if f.checkpoint == "" {
 		switch f.model {
@@ -537,7 +538,7 @@ func (c *suiteConfig) setModel(f *suiteFlags) error {
 }
 
 // isSet reports whether the flag was given on the command line.
-func (f *suiteFlags) isSet(name string) bool {
+func (f *settings) isSet(name string) bool {
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
 	return set
@@ -580,7 +581,7 @@ func archName(a resnet.Arch) string {
 }
 
 // batchesFor returns the batch sizes for back-end be.
-func (c *suiteConfig) batchesFor(be string) []int {
+func (c *config) batchesFor(be string) []int {
 	switch {
 	case c.batches != nil:
 		return c.batches
@@ -591,7 +592,7 @@ func (c *suiteConfig) batchesFor(be string) []int {
 }
 
 // workerCounts returns the worker counts.
-func (c *suiteConfig) workerCounts() []int {
+func (c *config) workerCounts() []int {
 	if c.workers != nil {
 		return c.workers
 	}
@@ -599,7 +600,7 @@ func (c *suiteConfig) workerCounts() []int {
 }
 
 // precisionsFor returns the precisions for back-end be.
-func (c *suiteConfig) precisionsFor(be string) []string {
+func (c *config) precisionsFor(be string) []string {
 	switch {
 	case c.precisions != nil:
 		return c.precisions
@@ -611,7 +612,7 @@ func (c *suiteConfig) precisionsFor(be string) []string {
 
 // concurrencyFor returns the closed loop's concurrencies for a server with
 // workers workers.
-func (c *suiteConfig) concurrencyFor(workers int) []int {
+func (c *config) concurrencyFor(workers int) []int {
 	if c.conc != nil {
 		return c.conc
 	}
@@ -620,7 +621,7 @@ func (c *suiteConfig) concurrencyFor(workers int) []int {
 
 // capacityUnit is BenchmarkCapacity's metric for the -slo in force, such as
 // max-rate-p99-10ms-req/s.
-func (c *suiteConfig) capacityUnit() string {
+func (c *config) capacityUnit() string {
 	return fmt.Sprintf("max-rate-%s-%v-req/s", percentileName(c.slo.Quantile), c.slo.Latency)
 }
 

@@ -147,7 +147,7 @@ func (m remoteModel) outputBytes(batch int) (int64, error) {
 
 // probeTargets learns the model from every -target and checks that they
 // agree; the suite's size is then the model's.
-func (c *suiteConfig) probeTargets(ctx context.Context) error {
+func (c *config) probeTargets(ctx context.Context) error {
 	var models []remoteModel
 	for _, t := range c.targets {
 		cl, err := dial(t.scheme, t.addr, c.targetTLS)

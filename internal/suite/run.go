@@ -55,7 +55,7 @@ func (s sub) finish() error {
 
 // subs returns the sub-benchmarks of benchmark bench (Server, Scenario,
 // ServerOverhead, Capacity), whose full name is prefix, or why it runs none.
-func (c *suiteConfig) subs(prefix, bench string) ([]sub, string, error) {
+func (c *config) subs(prefix, bench string) ([]sub, string, error) {
 	ps, skip := c.matrix(bench)
 	out := make([]sub, 0, len(ps))
 	for _, p := range ps {
@@ -213,7 +213,7 @@ func formatNs(ns float64) string {
 // begin starts a run that benchmarks: an empty algorithm cache under -cold,
 // the targets asked what they serve, the export files opened, and the config
 // and Unit lines written.
-func (c *suiteConfig) begin() error {
+func (c *config) begin() error {
 	if c.flags.cold {
 		os.Setenv(algoCacheEnv, coldCache)
 	}

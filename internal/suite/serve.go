@@ -109,7 +109,7 @@ func moduleRoot() (string, error) {
 
 // serveArgs returns the serve command's flags for point p, listening for
 // transport on a loopback port of its choice, without metrics.
-func (c *suiteConfig) serveArgs(p point, transport string) []string {
+func (c *config) serveArgs(p point, transport string) []string {
 	ints := func(n int) string {
 		s := make([]string, n)
 		for i := range s {
@@ -156,7 +156,7 @@ func schemeOf(transport string) string {
 // on cuda, its own devices (CUDA_VISIBLE_DEVICES, counted within this
 // process's own CUDA_VISIBLE_DEVICES when set); under -cold, an algorithm
 // cache of its own.
-func (c *suiteConfig) serveEnv(p point, i int) ([]string, error) {
+func (c *config) serveEnv(p point, i int) ([]string, error) {
 	env := os.Environ()
 	if c.servers != nil && p.be == "cuda" {
 		var visible []string

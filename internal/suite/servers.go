@@ -19,8 +19,8 @@ import (
 
 // The suite's state for this test binary run, set by TestMain.
 var (
-	flagValues suiteFlags
-	conf       *suiteConfig
+	flagValues settings
+	conf       *config
 	exports    *exporter
 	info       infoLines
 )
@@ -39,7 +39,7 @@ var coldCache = filepath.Join(os.TempDir(), "inferbench-cold", "cudnn-algorithms
 // serverConfig returns the server configuration of one point of the matrix.
 // New builds the seeded model (Config.Arch) or reads the checkpoint, so that
 // load-ns includes building or loading it, whatever -model says.
-func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
+func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
 	p, err := backend.ParsePipeline(pipe)
 	if err != nil {
 		return inference.Config{}, err
@@ -72,7 +72,7 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 
 // pointConfig returns the server configuration of point p: serverConfig's,
 // with p's batching (batchSettings).
-func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
+func (c *config) pointConfig(p point) (inference.Config, error) {
 	cfg, err := c.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
 	cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = c.batchSettings(p.batch, p.batching)
 	return cfg, err
@@ -81,7 +81,7 @@ func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
 // batchSettings returns MaxBatch, the prepared batch sizes and MaxQueueDelay
 // of a server for batch-image requests: the batch alone with batching off
 // (or unnamed); with "on", batchingSizes' and -max-queue-delay.
-func (c *suiteConfig) batchSettings(batch int, batching string) (int, []int, time.Duration) {
+func (c *config) batchSettings(batch int, batching string) (int, []int, time.Duration) {
 	if batching != "on" {
 		return batch, []int{batch}, 0
 	}

@@ -32,9 +32,9 @@ import (
 
 // parseSuiteFlags validates args as the suite's flags; bench is the -bench
 // pattern, benchtime the -benchtime.
-func parseSuiteFlags(t *testing.T, gpu func() error, bench, benchtime string, args ...string) (*suiteConfig, error) {
+func parseSuiteFlags(t *testing.T, gpu func() error, bench, benchtime string, args ...string) (*config, error) {
 	t.Helper()
-	var f suiteFlags
+	var f settings
 	fs := flag.NewFlagSet("suite", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)

@@ -18,7 +18,7 @@ import (
 
 // setTransports checks -transports, -target, -servers, -serve-bin and
 // -model-name.
-func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
+func (c *config) setTransports(f *settings, tf testingFlags) error {
 	if f.modelName == "" {
 		return badFlag("model-name", "", "give the model's name")
 	}
@@ -229,7 +229,7 @@ func localHost(host string) bool {
 
 // serverCounts returns the numbers of servers to drive at once: -servers,
 // the number of -target URLs, or one.
-func (c *suiteConfig) serverCounts() []int {
+func (c *config) serverCounts() []int {
 	switch {
 	case c.servers != nil:
 		return c.servers

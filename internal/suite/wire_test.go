@@ -304,7 +304,7 @@ func TestTransportFlagValues(t *testing.T) {
 }
 
 // firstName is the name of BenchmarkServer's first sub-benchmark under c.
-func firstName(t *testing.T, c *suiteConfig) string {
+func firstName(t *testing.T, c *config) string {
 	t.Helper()
 	ps, skip := c.matrix("Server")
 	require.Empty(t, skip)
