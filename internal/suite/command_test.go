@@ -40,10 +40,10 @@ func TestBenchCommandPrintsWhatGoTestPrints(t *testing.T) {
 		assert.Equal(t, "tiny", r.GetConfig("model"))
 	}
 	assert.Contains(t, stdout, "\nUnit samples/s better=higher\n")
-	assert.NotContains(t, stdout, "inferbench: [", "progress goes to stderr")
+	assert.NotContains(t, stdout, "[", "progress goes to stderr")
 
-	assert.Contains(t, stderr, "inferbench: [1/2] Benchmark"+want[0]+"\n")
-	assert.Contains(t, stderr, "inferbench: [2/2] Benchmark"+want[1]+"\n")
+	assert.Contains(t, stderr, "[1/2] Benchmark"+want[0]+"\n")
+	assert.Contains(t, stderr, "[2/2] Benchmark"+want[1]+"\n")
 	_, summary, ok := strings.Cut(stderr, "summary")
 	require.True(t, ok, "stderr: %s", stderr)
 	lines := strings.Split(strings.TrimSpace(summary), "\n")

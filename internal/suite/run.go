@@ -112,7 +112,9 @@ var out io.Writer = os.Stdout
 var report = &reporter{w: os.Stderr}
 
 // reporter prints a line as each sub-benchmark starts, with its index of
-// its benchmark's total, and at the end a line per configuration measured:
+// its benchmark's total ("[3/24] BenchmarkServer/...": go test mixes stderr
+// into stdout, and a line that began "word: " would read as a config line
+// to benchstat), and at the end a line per configuration measured:
 // its throughput and median and 99th-percentile latency, the mean of its
 // -count runs. Safe for concurrent use.
 type reporter struct {
@@ -125,7 +127,7 @@ type reporter struct {
 func (r *reporter) started(name string, i, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(r.w, "inferbench: [%d/%d] %s\n", i+1, n, name)
+	fmt.Fprintf(r.w, "[%d/%d] %s\n", i+1, n, name)
 }
 
 // add notes a finished run's figures.

@@ -19,8 +19,8 @@ func TestReporterProgressAndSummary(t *testing.T) {
 	r.summary()
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	assert.Equal(t, []string{
-		"inferbench: [1/2] BenchmarkServer/batch=1",
-		"inferbench: [2/2] BenchmarkServer/batch=8",
+		"[1/2] BenchmarkServer/batch=1",
+		"[2/2] BenchmarkServer/batch=8",
 		"summary (the mean of each configuration's runs):",
 	}, lines[:3])
 	var rows [][]string

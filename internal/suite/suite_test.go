@@ -515,7 +515,7 @@ func TestSuiteBinaryMeasuresWarmupEveryRun(t *testing.T) {
 	// For people, on stderr: the sub-benchmark started, and the summary of
 	// its three runs.
 	name := "Server/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=burst/transport=inproc"
-	assert.Contains(t, stderr, "inferbench: [1/1] Benchmark"+name+"\n")
+	assert.Contains(t, stderr, "[1/1] Benchmark"+name+"\n")
 	_, summary, ok := strings.Cut(stderr, "summary (the mean of each configuration's runs):\n")
 	require.True(t, ok, "stderr: %s", stderr)
 	lines := strings.Split(strings.TrimSpace(summary), "\n")
@@ -523,6 +523,13 @@ func TestSuiteBinaryMeasuresWarmupEveryRun(t *testing.T) {
 	assert.Equal(t, []string{"configuration", "runs", "samples/s", "p50", "p99"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{name, "3"}, strings.Fields(lines[1])[:2])
 	assert.NotContains(t, stdout, "summary", "benchstat's input stays as it was")
+	// go test writes the binary's stderr into its stdout: mixed in, the
+	// progress and the summary must change no result nor its config.
+	mixed := results(t, stderr+stdout)
+	require.Len(t, mixed, len(rs))
+	for i, r := range mixed {
+		assert.Equal(t, rs[i].Config, r.Config, "the config lines of %s", nameOf(r))
+	}
 }
 
 func TestSuiteBinaryWindowsAndLoadRanges(t *testing.T) {
