@@ -24,7 +24,7 @@ import (
 // The wire transports drive `inferbench serve` processes: this file starts
 // and stops them.
 //
-//  1. serveBinary is -serve-bin, or the command built once per test binary
+//  1. serveBinary is -serve-bin, or the command built once per run
 //     (go build, with -tags cuda when this binary has it);
 //  2. startServe runs it with flags derived from the configuration point, on
 //     a loopback port it picks itself, and reads its JSON log: the address of

@@ -17,7 +17,8 @@ import (
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
-// The suite's state for this test binary run, set by TestMain.
+// The suite's state for this process's run, set by Main (go test) or
+// Bench (the bench command).
 var (
 	flagValues settings
 	conf       *config

@@ -2,6 +2,6 @@
 
 package suite
 
-// suiteTags are the build tags of this test binary, which the inferbench
-// command it builds for the wire transports gets too.
+// suiteTags are the build tags of this binary (a test binary or inferbench),
+// which the inferbench command it builds for the wire transports gets too.
 const suiteTags = ""
