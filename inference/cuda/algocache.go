@@ -14,6 +14,11 @@ import (
 	"github.com/inferbench/inferbench/inference/backend"
 )
 
+// CacheEnv is the name of the environment variable that sets the algorithm
+// cache file (switches.CUDNNCache), for programs outside this module's tree
+// that start servers.
+var CacheEnv = switches.CUDNNCache.Name
+
 // cachedAlgo is a chosen convolution algorithm as stored in the cache file.
 type cachedAlgo struct {
 	Algo      int    `json:"algo"`

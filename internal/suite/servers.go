@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/cuda"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/trace"
 )
@@ -27,10 +28,8 @@ var (
 )
 
 // algoCacheEnv names the environment variable that sets the cuda back-end's
-// algorithm cache file (switches.CUDNNCache, under inference/internal, out
-// of this package's reach): set here, it reaches in-process servers and the
-// serve processes the suite starts alike.
-const algoCacheEnv = "INFERBENCH_CUDNN_CACHE"
+// algorithm cache file.
+var algoCacheEnv = cuda.CacheEnv
 
 // coldCache is the algorithm cache file of every server under -cold: it is
 // emptied before each server starts, and its path stays the same so that the
