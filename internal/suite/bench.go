@@ -67,12 +67,12 @@ func flagValue(name string) string {
 	return ""
 }
 
-// Server is BenchmarkServer: it measures the server end to end. Without -window, one b.N
-// iteration is one request of batch images under the chosen load, and ns/op
-// is the wall time per request including the final drain (1 / req/s); with
-// -window (and -benchtime 1x) the windows decide the requests, and every
-// figure covers the last three windows. The transport, last in the name,
-// says how requests reach the server: inproc calls an in-process server;
+// Server is BenchmarkServer: it measures the server end to end. Without
+// -window, one b.N iteration is one request of batch images under the chosen
+// load, and ns/op is the wall time per request including the final drain (1 /
+// req/s); with -window (and -benchtime 1x) the windows decide the requests,
+// and every figure covers the last three windows. The transport, last in the
+// name, says how requests reach the server: inproc calls an in-process server;
 // grpc, http, grpc-shm and http-shm go over loopback to `inferbench serve`
 // processes the suite starts (servers= of them at once), or to -target.
 func Server(b *testing.B) { runSubs(b, "Server") }
@@ -216,12 +216,12 @@ func (c *config) matrix(bench string) ([]point, string) {
 	return c.expand(capacityDims, c.start()), ""
 }
 
-// Scenario is BenchmarkScenario: it runs MLPerf LoadGen's scenarios (-scenarios) over the
-// server matrix: SingleStream (one 1-image query at a time; p90 latency),
-// MultiStream (one 8-image query at a time; p99 latency), Server (1-image
-// queries with Poisson arrivals at each -rate; VALID when the -slo percentile
-// latency is within its bound), Offline (all queries at once, -batches images
-// each; samples/s). It runs only when named: -bench Scenario.
+// Scenario is BenchmarkScenario: it runs MLPerf LoadGen's scenarios
+// (-scenarios) over the server matrix: SingleStream (one 1-image query at a
+// time; p90 latency), MultiStream (one 8-image query at a time; p99 latency),
+// Server (1-image queries with Poisson arrivals at each -rate; VALID when the
+// -slo percentile latency is within its bound), Offline (all queries at once,
+// -batches images each; samples/s). It runs only when named: -bench Scenario.
 func Scenario(b *testing.B) { runSubs(b, "Scenario") }
 
 // scenarioSub is BenchmarkScenario's sub-benchmark of point p.
@@ -263,11 +263,11 @@ func describeOutcome(o loadgen.Outcome, rate float64, slo loadgen.Bound) string 
 	return fmt.Sprintf("%s: %s latency %v", o.Scenario, percentileName(o.Quantile), o.Latency)
 }
 
-// ServerOverhead is BenchmarkServerOverhead: it measures what the server itself costs per request:
-// the zero-cost nop back-end, batch-1 requests of a 32x32 image, clients
-// goroutines each sending one request at a time; batching=on puts the dynamic
-// batcher in the path (sending at once, as a batch of one is full), trace=on
-// records every batch's timeline.
+// ServerOverhead is BenchmarkServerOverhead: it measures what the server
+// itself costs per request: the zero-cost nop back-end, batch-1 requests of a
+// 32x32 image, clients goroutines each sending one request at a time;
+// batching=on puts the dynamic batcher in the path (sending at once, as a
+// batch of one is full), trace=on records every batch's timeline.
 func ServerOverhead(b *testing.B) { runSubs(b, "ServerOverhead") }
 
 // overheadSub is BenchmarkServerOverhead's sub-benchmark of point p; it
@@ -338,12 +338,12 @@ func benchOverhead(b *testing.B, cfg inference.Config, clients int) {
 	b.ReportMetric(float64(all.Quantile(0.99)), "p99-latency-ns")
 }
 
-// Capacity is BenchmarkCapacity: it searches for the highest rate of requests (open loop,
-// Poisson arrivals, -batches images each, 1 by default) whose -slo percentile
-// latency stays within its bound, with and without dynamic batching, on the
-// overlap pipeline with the first of -precisions and -graphs. One iteration is
-// one whole search: run it with -benchtime 1x and repeat with -count. It runs
-// only when named: -bench Capacity.
+// Capacity is BenchmarkCapacity: it searches for the highest rate of requests
+// (open loop, Poisson arrivals, -batches images each, 1 by default) whose -slo
+// percentile latency stays within its bound, with and without dynamic
+// batching, on the overlap pipeline with the first of -precisions and -graphs.
+// One iteration is one whole search: run it with -benchtime 1x and repeat with
+// -count. It runs only when named: -bench Capacity.
 func Capacity(b *testing.B) { runSubs(b, "Capacity") }
 
 // capacitySub is BenchmarkCapacity's sub-benchmark of point p: on the
