@@ -25,11 +25,12 @@ func deps(t *testing.T, tags, pkg string) []string {
 // driver), and metrics is a leaf under backend (issue 19, item 1).
 func TestDependenciesPointTheRightWay(t *testing.T) {
 	const mod = "github.com/inferbench/inferbench/inference"
+	const suite = "github.com/inferbench/inferbench/internal/suite"
 	tests := []struct {
 		pkg       string
 		forbidden []string
 	}{
-		{mod, []string{mod + "/loadgen", mod + "/cuda", mod + "/nop", "gorgonia.org/cu", "github.com/NVIDIA/go-nvml"}},
+		{mod, []string{mod + "/loadgen", mod + "/cuda", mod + "/nop", suite, "gorgonia.org/cu", "github.com/NVIDIA/go-nvml"}},
 		{mod + "/metrics", []string{mod + "/backend"}},
 	}
 	for _, tags := range []string{"", "cuda"} {

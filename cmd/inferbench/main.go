@@ -2,6 +2,7 @@
 // Protocol (KServe v2), over HTTP/REST and gRPC, with Prometheus metrics.
 //
 //	inferbench serve [flags]
+//	inferbench bench [flags]
 //
 // With no flags it serves the embedded seeded ResNet-18 on the CPU at
 // :8000 (HTTP), :8001 (gRPC) and :8002 (metrics, and health again);
@@ -9,6 +10,11 @@
 // lists every flag. SIGINT or SIGTERM drains: readiness turns false at once,
 // accepted requests are answered, then the process exits 0 (1 if the grace
 // period ran out first).
+//
+// bench runs the benchmark suite of the module's root (internal/suite)
+// against an in-process server, serve processes it starts, or running v2
+// servers (-target), as perf_analyzer does, and prints the benchmark lines
+// go test -bench prints; `inferbench bench -h` lists its flags.
 package main
 
 import (
@@ -20,6 +26,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/inferbench/inferbench/internal/suite"
 )
 
 func main() {
@@ -48,6 +56,7 @@ const usage = `usage: inferbench <command> [flags]
 
 commands:
   serve   serve a ResNet over HTTP and gRPC (Open Inference Protocol), with metrics
+  bench   run the benchmark suite against this process's server or a v2 server (-target)
 
 Run 'inferbench <command> -h' for the command's flags.
 `
@@ -62,6 +71,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "bench":
+		if err := suite.Bench(ctx, args[1:], stdout, stderr); errors.Is(err, suite.ErrUsage) {
+			return errUsage // its message was printed
+		} else if err != nil {
+			return err
+		}
+		return nil
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

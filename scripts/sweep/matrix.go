@@ -5,94 +5,108 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/inferbench/inferbench/internal/suite"
 )
 
 // matrix is a set of benchmark configurations: the cross product of its
-// dimensions. Each dimension is passed to the suite as a comma-separated list
-// flag of the same name; an empty one (inputs, batching and transports, unless set) is
-// not passed, so the suite's default applies.
+// dimensions, which are the suite's (suite.Dimensions). Each is passed to the
+// suite as its comma-separated list flag; a dimension the matrix leaves
+// empty is not passed, so the suite's default applies.
 type matrix struct {
-	backends, batches, workers, pipelines, precisions, graphs, devices, loads []string
-	inputs, batching, transports                                              []string
-	benchtime                                                                 string // default -test.benchtime (requests per run), e.g. 100x
-	doc                                                                       string
+	vals      map[string][]string // by the dimension's flag
+	benchtime string              // default -test.benchtime (requests per run), e.g. 100x
+	doc       string
+}
+
+// dims lists the suite's dimensions with the flags sweep passes, in the
+// order of the suite's names.
+func dims() []suite.Dimension {
+	var out []suite.Dimension
+	for _, d := range suite.Dimensions() {
+		if d.Flag != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // matrices are the named sweeps.
 var matrices = map[string]matrix{
 	"seed": {
-		doc:      "the seed's experiments on the GPU: batch x workers x pipeline, fp32, no graphs, burst of 100 requests",
-		backends: []string{"cuda"}, batches: []string{"1", "32", "64", "128", "256"},
-		workers: []string{"1", "2", "4"}, pipelines: []string{"serial", "overlap"},
-		precisions: []string{"fp32"}, graphs: []string{"off"}, devices: []string{"1"}, loads: []string{"burst"},
+		doc: "the seed's experiments on the GPU: batch x workers x pipeline, fp32, no graphs, burst of 100 requests",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"1", "32", "64", "128", "256"},
+			suite.FlagWorkers: {"1", "2", "4"}, suite.FlagPipelines: {"serial", "overlap"},
+			suite.FlagPrecisions: {"fp32"}, suite.FlagGraphs: {"off"}, suite.FlagDevices: {"1"}, suite.FlagLoads: {"burst"},
+		},
 		benchtime: "100x",
 	},
 	"cpu-quick": {
-		doc:      "a few minutes on a CPU-only machine",
-		backends: []string{"cpu"}, batches: []string{"1", "8"},
-		workers: []string{"1", "2"}, pipelines: []string{"serial"},
-		precisions: []string{"fp32"}, graphs: []string{"off"}, devices: []string{"1"}, loads: []string{"burst"},
+		doc: "a few minutes on a CPU-only machine",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cpu"}, suite.FlagBatches: {"1", "8"},
+			suite.FlagWorkers: {"1", "2"}, suite.FlagPipelines: {"serial"},
+			suite.FlagPrecisions: {"fp32"}, suite.FlagGraphs: {"off"}, suite.FlagDevices: {"1"}, suite.FlagLoads: {"burst"},
+		},
 		benchtime: "20x",
 	},
 	"gpu-full": {
-		doc:      "the seed matrix x precision x CUDA graphs",
-		backends: []string{"cuda"}, batches: []string{"1", "32", "64", "128", "256"},
-		workers: []string{"1", "2", "4"}, pipelines: []string{"serial", "overlap"},
-		precisions: []string{"fp32", "tf32", "fp16"}, graphs: []string{"off", "on"}, devices: []string{"1"}, loads: []string{"burst"},
+		doc: "the seed matrix x precision x CUDA graphs",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"1", "32", "64", "128", "256"},
+			suite.FlagWorkers: {"1", "2", "4"}, suite.FlagPipelines: {"serial", "overlap"},
+			suite.FlagPrecisions: {"fp32", "tf32", "fp16"}, suite.FlagGraphs: {"off", "on"}, suite.FlagDevices: {"1"}, suite.FlagLoads: {"burst"},
+		},
 		benchtime: "100x",
 	},
 	"loads": {
-		doc:      "one fast GPU setting under burst, closed-loop and open-loop load",
-		backends: []string{"cuda"}, batches: []string{"1", "32"},
-		workers: []string{"2"}, pipelines: []string{"overlap"},
-		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"burst", "closed", "open"},
+		doc: "one fast GPU setting under burst, closed-loop and open-loop load",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"1", "32"},
+			suite.FlagWorkers: {"2"}, suite.FlagPipelines: {"overlap"},
+			suite.FlagPrecisions: {"fp16"}, suite.FlagGraphs: {"on"}, suite.FlagDevices: {"1"}, suite.FlagLoads: {"burst", "closed", "open"},
+		},
 		benchtime: "200x",
 	},
 	"inputs": {
-		doc:      "one fast GPU setting with uint8 input (normalised on the GPU) and float32 input, burst",
-		backends: []string{"cuda"}, batches: []string{"32", "256"},
-		workers: []string{"2"}, pipelines: []string{"overlap"},
-		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, inputs: []string{"fp32", "uint8"},
-		loads: []string{"burst"}, benchtime: "200x",
+		doc: "one fast GPU setting with uint8 input (normalised on the GPU) and float32 input, burst",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"32", "256"},
+			suite.FlagWorkers: {"2"}, suite.FlagPipelines: {"overlap"},
+			suite.FlagPrecisions: {"fp16"}, suite.FlagGraphs: {"on"}, suite.FlagDevices: {"1"}, suite.FlagInput: {"fp32", "uint8"},
+			suite.FlagLoads: {"burst"},
+		},
+		benchtime: "200x",
 	},
 	"batching": {
-		doc:      "batch-1 bursts with more workers and with the server's dynamic batcher",
-		backends: []string{"cuda"}, batches: []string{"1"},
-		workers: []string{"2", "4", "8"}, pipelines: []string{"overlap"},
-		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, batching: []string{"off", "on"},
-		loads: []string{"burst"}, benchtime: "600x",
+		doc: "batch-1 bursts with more workers and with the server's dynamic batcher",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"1"},
+			suite.FlagWorkers: {"2", "4", "8"}, suite.FlagPipelines: {"overlap"},
+			suite.FlagPrecisions: {"fp16"}, suite.FlagGraphs: {"on"}, suite.FlagDevices: {"1"}, suite.FlagBatching: {"off", "on"},
+			suite.FlagLoads: {"burst"},
+		},
+		benchtime: "600x",
 	},
 	"transports": {
-		doc:      "one fast GPU setting in process and over every wire transport, closed loop (give -- -serve-bin where Go is missing)",
-		backends: []string{"cuda"}, batches: []string{"1", "32", "256"},
-		workers: []string{"2"}, pipelines: []string{"overlap"},
-		precisions: []string{"fp16"}, graphs: []string{"on"}, devices: []string{"1"}, loads: []string{"closed"},
-		transports: []string{"inproc", "grpc", "http", "grpc-shm", "http-shm"},
-		benchtime:  "200x",
+		doc: "one fast GPU setting in process and over every wire transport, closed loop (give -- -serve-bin where Go is missing)",
+		vals: map[string][]string{
+			suite.FlagBackends: {"cuda"}, suite.FlagBatches: {"1", "32", "256"},
+			suite.FlagWorkers: {"2"}, suite.FlagPipelines: {"overlap"},
+			suite.FlagPrecisions: {"fp16"}, suite.FlagGraphs: {"on"}, suite.FlagDevices: {"1"}, suite.FlagLoads: {"closed"},
+			suite.FlagTransports: {"inproc", "grpc", "http", "grpc-shm", "http-shm"},
+		},
+		benchtime: "200x",
 	},
 }
 
-// dims returns the matrix's dimensions with their flag names, in the order
-// the suite names its sub-benchmarks.
-func (m *matrix) dims() []struct {
-	name string
-	vals *[]string
-} {
-	return []struct {
-		name string
-		vals *[]string
-	}{
-		{"backends", &m.backends}, {"batches", &m.batches}, {"workers", &m.workers},
-		{"pipelines", &m.pipelines}, {"precisions", &m.precisions}, {"graphs", &m.graphs},
-		{"devices", &m.devices}, {"input", &m.inputs}, {"batching", &m.batching}, {"loads", &m.loads}, {"transports", &m.transports},
-	}
-}
-
-// size returns the number of configurations.
+// size returns the number of configurations (an upper bound where a
+// dimension applies to some loads only: -concurrency, -rate).
 func (m *matrix) size() int {
 	n := 1
-	for _, d := range m.dims() {
-		n *= max(1, len(*d.vals)) // an empty dimension is the suite's one default
+	for _, d := range dims() {
+		n *= max(1, len(m.vals[d.Flag])) // an empty dimension is the suite's one default
 	}
 	return n
 }
@@ -100,17 +114,28 @@ func (m *matrix) size() int {
 // suiteArgs returns the suite flags that select the matrix.
 func (m *matrix) suiteArgs() []string {
 	var args []string
-	for _, d := range m.dims() {
-		if len(*d.vals) > 0 {
-			args = append(args, "-"+d.name+"="+strings.Join(*d.vals, ","))
+	for _, d := range dims() {
+		if v := m.vals[d.Flag]; len(v) > 0 {
+			args = append(args, "-"+d.Flag+"="+strings.Join(v, ","))
 		}
 	}
 	return args
 }
 
+// with returns a copy of m whose dimension flag has vals.
+func (m matrix) with(flag string, vals []string) matrix {
+	c := make(map[string][]string, len(m.vals)+1)
+	for k, v := range m.vals {
+		c[k] = v
+	}
+	c[flag] = vals
+	m.vals = c
+	return m
+}
+
 // usesCUDA reports whether any configuration runs on the cuda back-end.
 func (m *matrix) usesCUDA() bool {
-	return slices.Contains(m.backends, "cuda")
+	return slices.Contains(m.vals[suite.FlagBackends], "cuda")
 }
 
 // matrixHelp lists the named matrices for -help.

@@ -60,8 +60,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&opts.appendTo, "append", "", "add the rounds to this existing results `file`, written by a sweep with the same suite arguments, commit and GPU (after a -deadline stop, or on a second session of a time-limited machine)")
 	fs.BoolVar(&opts.dryRun, "n", false, "print the command and the number of configurations, run nothing")
 	over := map[string]*string{}
-	for _, d := range (&matrix{}).dims() {
-		over[d.name] = fs.String(d.name, "", "override the matrix's `list` of "+d.name+" (comma-separated)")
+	for _, d := range dims() {
+		over[d.Flag] = fs.String(d.Flag, "", "override the matrix's `list` of "+d.Flag+" (comma-separated; the suite's -"+d.Flag+")")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
@@ -70,9 +70,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if !ok {
 		return nil, fmt.Errorf("sweep: unknown matrix %q; known:\n%s", opts.matrixName, matrixHelp())
 	}
-	for _, d := range m.dims() {
-		if v := *over[d.name]; v != "" {
-			*d.vals = strings.Split(v, ",")
+	for _, d := range dims() {
+		if v := *over[d.Flag]; v != "" {
+			m = m.with(d.Flag, strings.Split(v, ","))
 		}
 	}
 	opts.m = m

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"context"
@@ -24,12 +24,12 @@ type wireClient interface {
 // http), over TLS with tlsCfg if set. It connects on its first call.
 func dial(scheme, addr string, tlsCfg *tls.Config) (wireClient, error) {
 	if scheme == grpcT {
-		return client.NewGRPC(addr, client.GRPCOptions{Conns: suite.flags.grpcConns, Stream: suite.flags.grpcStream, ReadPoll: suite.flags.clientPoll, Transport: suite.flags.grpcClient, TLS: tlsCfg})
+		return client.NewGRPC(addr, client.GRPCOptions{Conns: conf.flags.grpcConns, Stream: conf.flags.grpcStream, ReadPoll: conf.flags.clientPoll, Transport: conf.flags.grpcClient, TLS: tlsCfg})
 	}
 	if tlsCfg != nil {
-		return client.NewHTTP("https://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll, TLS: tlsCfg})
+		return client.NewHTTP("https://"+addr, client.HTTPOptions{ReadPoll: conf.flags.clientPoll, TLS: tlsCfg})
 	}
-	return client.NewHTTP("http://"+addr, client.HTTPOptions{ReadPoll: suite.flags.clientPoll})
+	return client.NewHTTP("http://"+addr, client.HTTPOptions{ReadPoll: conf.flags.clientPoll})
 }
 
 // remoteModel is what a server's metadata says of the model the suite
@@ -147,7 +147,7 @@ func (m remoteModel) outputBytes(batch int) (int64, error) {
 
 // probeTargets learns the model from every -target and checks that they
 // agree; the suite's size is then the model's.
-func (c *suiteConfig) probeTargets(ctx context.Context) error {
+func (c *config) probeTargets(ctx context.Context) error {
 	var models []remoteModel
 	for _, t := range c.targets {
 		cl, err := dial(t.scheme, t.addr, c.targetTLS)

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ var units = []struct{ name, better string }{
 // configLines returns the suite's own config lines: every setting that
 // changes a number and is not a dimension of the benchmark names. Lines that
 // differ make benchstat and the gate keep results apart.
-func (c *suiteConfig) configLines() []backend.KV {
+func (c *config) configLines() []backend.KV {
 	f := c.flags
 	if len(c.targets) > 0 {
 		return c.targetLines()
@@ -67,7 +67,7 @@ func (c *suiteConfig) configLines() []backend.KV {
 }
 
 // grpcWire reports whether a transport of the run speaks gRPC.
-func (c *suiteConfig) grpcWire() bool {
+func (c *config) grpcWire() bool {
 	return slices.ContainsFunc(c.transports, func(tr string) bool { return schemeOf(tr) == grpcT })
 }
 
@@ -78,7 +78,7 @@ func (c *suiteConfig) grpcWire() bool {
 // grpc-client when ModelInfer calls go through h2grpc rather than grpc-go,
 // client-poll when the connections' reads (HTTP's too) look before they
 // sleep.
-func (c *suiteConfig) clientLines() []backend.KV {
+func (c *config) clientLines() []backend.KV {
 	var kv []backend.KV
 	if c.grpcWire() && !c.flags.grpcStream && c.flags.grpcClient != client.TransportGRPCGo {
 		kv = append(kv, backend.KV{Key: "grpc-client", Value: c.flags.grpcClient})
@@ -97,7 +97,7 @@ func (c *suiteConfig) clientLines() []backend.KV {
 
 // targetLines are the config lines of a run against -target servers: what
 // they are and serve, and the suite's own settings that still apply.
-func (c *suiteConfig) targetLines() []backend.KV {
+func (c *config) targetLines() []backend.KV {
 	var urls []string
 	for _, t := range c.targets {
 		urls = append(urls, t.url)
@@ -118,7 +118,7 @@ func (c *suiteConfig) targetLines() []backend.KV {
 
 // windowLine describes the measurement windows: "off", or their minimum
 // length and responses, the stability rule and the most windows.
-func (c *suiteConfig) windowLine() string {
+func (c *config) windowLine() string {
 	w := c.window
 	if w == nil {
 		return "off"
@@ -131,7 +131,7 @@ func (c *suiteConfig) windowLine() string {
 // results of different machines and settings never mix silently. (Commit and
 // date are left to scripts/sweep: lines that differ between any two runs
 // would split benchstat's before/after tables.)
-func (c *suiteConfig) printConfig(w io.Writer, device []backend.KV) {
+func (c *config) printConfig(w io.Writer, device []backend.KV) {
 	for _, kv := range append(c.configLines(), device...) {
 		fmt.Fprintf(w, "%s: %s\n", kv.Key, kv.Value)
 	}
@@ -160,7 +160,7 @@ func gpuAvailable() error {
 
 // deviceConfig returns the GPU's config lines when the suite uses the cuda
 // back-end.
-func (c *suiteConfig) deviceConfig() []backend.KV {
+func (c *config) deviceConfig() []backend.KV {
 	if len(c.targets) > 0 {
 		return nil // the targets' machine is not known
 	}

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"context"
@@ -61,11 +61,11 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 	}()
 	scheme := schemeOf(spec.transport)
 	var addrs []string
-	if len(suite.targets) > 0 {
-		for _, t := range suite.targets {
+	if len(conf.targets) > 0 {
+		for _, t := range conf.targets {
 			addrs = append(addrs, t.addr)
 		}
-		f.model = *suite.remote
+		f.model = *conf.remote
 	} else {
 		if f.procs, err = startProcs(spec.p, spec.transport, spec.servers); err != nil {
 			return f, err
@@ -75,14 +75,14 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 		}
 	}
 	for _, a := range addrs {
-		c, err := dial(scheme, a, suite.targetTLS) // nil unless -target is TLS
+		c, err := dial(scheme, a, conf.targetTLS) // nil unless -target is TLS
 		if err != nil {
 			return f, err
 		}
 		f.clients = append(f.clients, c)
 	}
 	if f.procs != nil {
-		if f.model, err = learnModel(ctx, f.clients[0], suite.flags.modelName, suite.h, suite.w); err != nil {
+		if f.model, err = learnModel(ctx, f.clients[0], conf.flags.modelName, conf.h, conf.w); err != nil {
 			return f, err
 		}
 		f.setSampler()
@@ -97,13 +97,13 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 	}
 	shape := []int64{int64(batch), f.model.c, f.model.h, f.model.w}
 	data := make([]float32, batch*int(f.model.c*f.model.h*f.model.w))
-	rng := rand.New(rand.NewPCG(suite.flags.seed, 99)) // the in-process input's values
+	rng := rand.New(rand.NewPCG(conf.flags.seed, 99)) // the in-process input's values
 	for i := range data {
 		data[i] = float32(rng.NormFloat64())
 	}
 	in := client.FP32(f.model.input, shape, data)
 	if spec.p.input == "uint8" { // the in-process input's bytes
-		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), suite.flags.seed)}
+		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), conf.flags.seed)}
 	}
 	if !shmTransport(spec.transport) && !cudaSHMTransport(spec.transport) {
 		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{in}}
@@ -123,12 +123,12 @@ func startProcs(p point, transport string, n int) ([]*serveProc, error) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range procs {
-		env, err := suite.serveEnv(p, i)
+		env, err := conf.serveEnv(p, i)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		wg.Go(func() { procs[i], errs[i] = startServe(bin, suite.serveArgs(p, transport), env) })
+		wg.Go(func() { procs[i], errs[i] = startServe(bin, conf.serveArgs(p, transport), env) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -506,7 +506,7 @@ func (s *shmSet) registerSystem(ctx context.Context, f *fleet, data []byte, outB
 func (s *shmSet) registerCUDA(ctx context.Context, f *fleet, data []byte, outBytes int) error {
 	for i, c := range f.clients {
 		dev := 0
-		if f.procs != nil && suite.servers != nil && f.spec.p.be == "cuda" {
+		if f.procs != nil && conf.servers != nil && f.spec.p.be == "cuda" {
 			dev = i * f.spec.p.devices
 		}
 		in, err := client.AllocCUDA(dev, len(data))

@@ -1,10 +1,9 @@
-package inferbench_test
+package suite
 
 import (
 	"crypto/tls"
 	"errors"
 	"flag"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -19,7 +18,7 @@ import (
 
 // setTransports checks -transports, -target, -servers, -serve-bin and
 // -model-name.
-func (c *suiteConfig) setTransports(f *suiteFlags, tf testingFlags) error {
+func (c *config) setTransports(f *settings, tf testingFlags) error {
 	if f.modelName == "" {
 		return badFlag("model-name", "", "give the model's name")
 	}
@@ -230,7 +229,7 @@ func localHost(host string) bool {
 
 // serverCounts returns the numbers of servers to drive at once: -servers,
 // the number of -target URLs, or one.
-func (c *suiteConfig) serverCounts() []int {
+func (c *config) serverCounts() []int {
 	switch {
 	case c.servers != nil:
 		return c.servers
@@ -238,13 +237,4 @@ func (c *suiteConfig) serverCounts() []int {
 		return []int{len(c.targets)}
 	}
 	return []int{1}
-}
-
-// serversPart is the servers= part of a sub-benchmark name: present when
-// -servers or -target was given.
-func (c *suiteConfig) serversPart(n int) string {
-	if c.servers == nil && len(c.targets) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("/servers=%d", n)
 }

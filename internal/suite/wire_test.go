@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"context"
@@ -270,13 +270,13 @@ func TestTransportFlagValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"inproc"}, c.transports, "default")
 	assert.Equal(t, []int{1}, c.serverCounts())
-	assert.Empty(t, c.serversPart(1), "no servers= without -servers")
+	assert.NotContains(t, firstName(t, c), "servers=", "no servers= without -servers")
 
 	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-target", "http://localhost:8000", "-target", "http://127.0.0.1:9000,http://[::1]:7000")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"http"}, c.transports, "the URL's scheme")
 	assert.Equal(t, []int{3}, c.serverCounts(), "every target at once")
-	assert.Equal(t, "/servers=3", c.serversPart(3))
+	assert.Contains(t, firstName(t, c), "/servers=3/")
 	for _, tg := range c.targets {
 		assert.True(t, tg.local, tg.url)
 	}
@@ -300,7 +300,16 @@ func TestTransportFlagValues(t *testing.T) {
 	c, err = parseSuiteFlags(t, noGPU, "Server", "100x", "-servers", "1,2", "-transports", "grpc-shm,inproc")
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, c.serverCounts())
-	assert.Equal(t, "/servers=1", c.serversPart(1))
+	assert.Contains(t, firstName(t, c), "/servers=1/")
+}
+
+// firstName is the name of BenchmarkServer's first sub-benchmark under c.
+func firstName(t *testing.T, c *config) string {
+	t.Helper()
+	ps, skip := c.matrix("Server")
+	require.Empty(t, skip)
+	require.NotEmpty(t, ps)
+	return ps[0].name
 }
 
 func TestServeArgsFollowThePoint(t *testing.T) {

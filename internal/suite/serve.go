@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ import (
 // The wire transports drive `inferbench serve` processes: this file starts
 // and stops them.
 //
-//  1. serveBinary is -serve-bin, or the command built once per test binary
+//  1. serveBinary is -serve-bin, or the command built once per run
 //     (go build, with -tags cuda when this binary has it);
 //  2. startServe runs it with flags derived from the configuration point, on
 //     a loopback port it picks itself, and reads its JSON log: the address of
@@ -45,7 +45,7 @@ var serveBin struct {
 
 // serveBinary returns the inferbench binary to start.
 func serveBinary() (string, error) {
-	if p := suite.flags.serveBin; p != "" {
+	if p := conf.flags.serveBin; p != "" {
 		return filepath.Abs(p)
 	}
 	serveBin.once.Do(func() { serveBin.path, serveBin.err = buildServe() })
@@ -78,11 +78,14 @@ func buildServe() (string, error) {
 	return bin, nil
 }
 
-// removeServeBuild removes the binary serveBinary built, if any.
+// removeServeBuild removes the binary serveBinary built, if any; a later
+// serveBinary builds it again.
 func removeServeBuild() {
 	if serveBin.dir != "" {
 		os.RemoveAll(serveBin.dir)
 	}
+	serveBin.once = sync.Once{}
+	serveBin.dir, serveBin.path, serveBin.err = "", "", nil
 }
 
 // moduleRoot returns the directory of the go.mod above the working
@@ -106,7 +109,7 @@ func moduleRoot() (string, error) {
 
 // serveArgs returns the serve command's flags for point p, listening for
 // transport on a loopback port of its choice, without metrics.
-func (c *suiteConfig) serveArgs(p point, transport string) []string {
+func (c *config) serveArgs(p point, transport string) []string {
 	ints := func(n int) string {
 		s := make([]string, n)
 		for i := range s {
@@ -153,7 +156,7 @@ func schemeOf(transport string) string {
 // on cuda, its own devices (CUDA_VISIBLE_DEVICES, counted within this
 // process's own CUDA_VISIBLE_DEVICES when set); under -cold, an algorithm
 // cache of its own.
-func (c *suiteConfig) serveEnv(p point, i int) ([]string, error) {
+func (c *config) serveEnv(p point, i int) ([]string, error) {
 	env := os.Environ()
 	if c.servers != nil && p.be == "cuda" {
 		var visible []string

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"cmp"
@@ -109,7 +109,7 @@ type exporter struct {
 }
 
 // openExports opens the files c's flags name.
-func openExports(c *suiteConfig) (*exporter, error) {
+func openExports(c *config) (*exporter, error) {
 	e := &exporter{}
 	cfg := map[string]string{}
 	for _, kv := range c.configLines() {

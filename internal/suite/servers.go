@@ -1,16 +1,14 @@
-package inferbench_test
+package suite
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
@@ -20,15 +18,14 @@ import (
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
-// The suite's state for this test binary run, set by TestMain.
+// The suite's state for this process's run, set by Main (go test) or
+// Bench (the bench command).
 var (
-	suiteFlagValues suiteFlags
-	suite           *suiteConfig
-	exports         *exporter
-	info            infoLines
+	flagValues settings
+	conf       *config
+	exports    *exporter
+	info       infoLines
 )
-
-func init() { suiteFlagValues.register(flag.CommandLine) }
 
 // algoCacheEnv names the environment variable that sets the cuda back-end's
 // algorithm cache file.
@@ -42,7 +39,7 @@ var coldCache = filepath.Join(os.TempDir(), "inferbench-cold", "cudnn-algorithms
 // serverConfig returns the server configuration of one point of the matrix.
 // New builds the seeded model (Config.Arch) or reads the checkpoint, so that
 // load-ns includes building or loading it, whatever -model says.
-func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
+func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs string, devices int) (inference.Config, error) {
 	p, err := backend.ParsePipeline(pipe)
 	if err != nil {
 		return inference.Config{}, err
@@ -75,7 +72,7 @@ func (c *suiteConfig) serverConfig(be string, batch, workers int, pipe, prec, gr
 
 // pointConfig returns the server configuration of point p: serverConfig's,
 // with p's batching (batchSettings).
-func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
+func (c *config) pointConfig(p point) (inference.Config, error) {
 	cfg, err := c.serverConfig(p.be, p.batch, p.workers, p.pipe, p.prec, p.graphs, p.devices)
 	cfg.MaxBatch, cfg.Batches, cfg.MaxQueueDelay = c.batchSettings(p.batch, p.batching)
 	return cfg, err
@@ -84,7 +81,7 @@ func (c *suiteConfig) pointConfig(p point) (inference.Config, error) {
 // batchSettings returns MaxBatch, the prepared batch sizes and MaxQueueDelay
 // of a server for batch-image requests: the batch alone with batching off
 // (or unnamed); with "on", batchingSizes' and -max-queue-delay.
-func (c *suiteConfig) batchSettings(batch int, batching string) (int, []int, time.Duration) {
+func (c *config) batchSettings(batch int, batching string) (int, []int, time.Duration) {
 	if batching != "on" {
 		return batch, []int{batch}, 0
 	}
@@ -139,15 +136,15 @@ func subBenchFor(name string, cfg inference.Config) *subBench {
 // in one sample. So that runs start alike, with -count above 1 (and without
 // -cold) the first run builds and closes one unmeasured server first, which
 // fills the algorithm cache.
-func (sb *subBench) server(b *testing.B) *inference.Server {
-	if sb.srv != nil && b.N > 1 {
+func (sb *subBench) server(b runB) *inference.Server {
+	if sb.srv != nil && b.iterations() > 1 {
 		return sb.srv
 	}
 	if err := sb.endRun(); err != nil {
 		b.Fatal(err)
 	}
 	sb.run++
-	if sb.run == 1 && suite.count > 1 && !suite.flags.cold {
+	if sb.run == 1 && conf.count > 1 && !conf.flags.cold {
 		s, err := startServer(sb.cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -163,7 +160,7 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 	}
 	kvs := s.Info().Config
 	if sb.run == 1 {
-		info.print(os.Stdout, kvs)
+		info.print(out, kvs)
 	} else if line, changed := info.changed(kvs); changed {
 		s.Close()
 		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
@@ -175,10 +172,10 @@ func (sb *subBench) server(b *testing.B) *inference.Server {
 // startServer starts a server for cfg, with a fresh trace recorder under
 // -timeline and an empty algorithm cache under -cold.
 func startServer(cfg inference.Config) (*inference.Server, error) {
-	if suite.flags.timeline != "" {
+	if conf.flags.timeline != "" {
 		cfg.Trace = trace.New()
 	}
-	if suite.flags.cold {
+	if conf.flags.cold {
 		if err := os.MkdirAll(filepath.Dir(coldCache), 0o755); err != nil {
 			return nil, err
 		}
@@ -215,8 +212,8 @@ func (sb *subBench) peakRSS() int64 {
 // starts new server processes, preceded in the first run by one unmeasured
 // start under -count above 1 (and without -cold) so that runs start alike.
 // Under -target, a run connects to the running servers again.
-func (sb *subBench) fleet(b *testing.B) *fleet {
-	if sb.fl != nil && b.N > 1 {
+func (sb *subBench) fleet(b runB) *fleet {
+	if sb.fl != nil && b.iterations() > 1 {
 		return sb.fl
 	}
 	if err := sb.endRun(); err != nil {
@@ -224,7 +221,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 	}
 	sb.run++
 	ctx := context.Background()
-	if sb.run == 1 && suite.count > 1 && !suite.flags.cold && len(suite.targets) == 0 {
+	if sb.run == 1 && conf.count > 1 && !conf.flags.cold && len(conf.targets) == 0 {
 		procs, err := startProcs(sb.wire.p, sb.wire.transport, sb.wire.servers)
 		if err != nil {
 			b.Fatal(err)
@@ -242,7 +239,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 	sb.fl = f
 	kvs := f.config()
 	if sb.run == 1 {
-		info.print(os.Stdout, kvs)
+		info.print(out, kvs)
 	} else if line, changed := info.changed(kvs); changed {
 		b.Fatalf("run %d's server states another config line than run 1's (%s): its results cannot share run 1's; use -cold for a cold start in every run, or -count 1 and repeat the process", sb.run, line)
 	}
@@ -253,6 +250,7 @@ func (sb *subBench) fleet(b *testing.B) *fleet {
 func (sb *subBench) endRun() error {
 	if sb.last != nil {
 		exports.export(sb.last, sb.run)
+		report.add(sb.last)
 		sb.last = nil
 	}
 	if sb.srv != nil {

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"context"

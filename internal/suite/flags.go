@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"crypto/sha256"
@@ -25,9 +25,9 @@ import (
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// suiteFlags are the suite's command-line flags as given. Lists are
+// settings are the suite's command-line flags as given. Lists are
 // comma-separated; -concurrency and -rate also take start:stop:step ranges.
-type suiteFlags struct {
+type settings struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads string
 	concurrency, rate                                                         string
 	poisson                                                                   bool
@@ -63,19 +63,19 @@ func (l *targetList) Set(s string) error {
 }
 
 // register defines the flags on fs.
-func (f *suiteFlags) register(fs *flag.FlagSet) {
+func (f *settings) register(fs *flag.FlagSet) {
 	f.fs = fs
-	fs.StringVar(&f.backends, "backends", "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
-	fs.StringVar(&f.batches, "batches", "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
-	fs.StringVar(&f.workers, "workers", "", "compute workers (default 1,2)")
-	fs.StringVar(&f.pipelines, "pipelines", "serial,overlap", "serial, overlap")
-	fs.StringVar(&f.precisions, "precisions", "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
-	fs.StringVar(&f.graphs, "graphs", "off", "CUDA graphs: on, off")
+	fs.StringVar(&f.backends, FlagBackends, "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
+	fs.StringVar(&f.batches, FlagBatches, "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
+	fs.StringVar(&f.workers, FlagWorkers, "", "compute workers (default 1,2)")
+	fs.StringVar(&f.pipelines, FlagPipelines, "serial,overlap", "serial, overlap")
+	fs.StringVar(&f.precisions, FlagPrecisions, "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
+	fs.StringVar(&f.graphs, FlagGraphs, "off", "CUDA graphs: on, off")
 	fs.StringVar(&f.convs, "convs", "legacy", "convolutions (cuda): graph (cuDNN's backend API, fused, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)")
-	fs.StringVar(&f.devices, "devices", "1", "GPUs to spread workers over (cuda)")
-	fs.StringVar(&f.loads, "loads", "burst", "load: burst, closed, open")
-	fs.StringVar(&f.concurrency, "concurrency", "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
-	fs.StringVar(&f.rate, "rate", "100", "open loop and the Server scenario: requests per second, a list or start:stop:step range such as 1000:20000:1000")
+	fs.StringVar(&f.devices, FlagDevices, "1", "GPUs to spread workers over (cuda)")
+	fs.StringVar(&f.loads, FlagLoads, "burst", "load: burst, closed, open")
+	fs.StringVar(&f.concurrency, FlagConcurrency, "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
+	fs.StringVar(&f.rate, FlagRate, "100", "open loop and the Server scenario: requests per second, a list or start:stop:step range such as 1000:20000:1000")
 	fs.BoolVar(&f.poisson, "poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = the seeded -model")
 	fs.StringVar(&f.model, "model", "resnet18", "seeded model when there is no checkpoint: resnet18 or tiny")
@@ -100,15 +100,15 @@ func (f *suiteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcClient, "grpc-client", client.TransportH2, "gRPC transports: the client's transport for ModelInfer calls: h2grpc (this module's own HTTP/2 client: requests written from the caller's memory) or grpc-go (-grpc-stream always uses grpc-go); a config line when h2grpc")
 	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC transports: the gRPC server the suite starts (serve -grpc-server): h2grpc or grpc-go; a config line when h2grpc")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
-	fs.StringVar(&f.scenarios, "scenarios", "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
-	fs.StringVar(&f.transports, "transports", "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
+	fs.StringVar(&f.scenarios, FlagScenarios, "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
+	fs.StringVar(&f.transports, FlagTransports, "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
 	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port (grpcs:// or https:// over TLS), repeated or comma-separated (several are driven at once, least outstanding requests first)")
 	fs.StringVar(&f.targetCA, "target-ca", "", "grpcs:// and https:// targets: a PEM file of the CA certificates to trust, or insecure to skip verification (default: the system's roots)")
 	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
-	fs.StringVar(&f.inputs, "input", "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
-	fs.StringVar(&f.batching, "batching", "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
-	fs.StringVar(&f.servers, "servers", "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
+	fs.StringVar(&f.inputs, FlagInput, "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
+	fs.StringVar(&f.batching, FlagBatching, "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
+	fs.StringVar(&f.servers, FlagServers, "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
 // testingFlags are the testing package's flags the suite depends on.
@@ -117,9 +117,10 @@ type testingFlags struct {
 	count            uint
 }
 
-// suiteConfig is the validated setting of one test binary run.
-type suiteConfig struct {
-	flags *suiteFlags
+// config is the validated setting of one run (of the test binary, or of
+// the bench command).
+type config struct {
+	flags *settings
 
 	backends   []string // "auto" resolved
 	batches    []int    // nil: per back-end default
@@ -142,6 +143,8 @@ type suiteConfig struct {
 	slo        loadgen.Bound
 	window     *loadgen.WindowSpec // nil: windows off
 	count      uint                // -test.count
+	bench      string              // -test.bench: Scenario and Capacity run only when it names them
+	benchtime  string              // -test.benchtime
 
 	transports []string     // BenchmarkServer's transports
 	servers    []int        // nil: -servers not given (one server, no servers= in names)
@@ -191,8 +194,8 @@ func badFlag(name, value, format string, args ...any) error {
 // flag with its rule. gpu says whether the cuda back-end can run here (nil)
 // or why not; a nil gpu means no benchmark will run: -backends is only
 // checked for its spelling and auto means cpu.
-func (f *suiteFlags) validate(tf testingFlags, gpu func() error) (*suiteConfig, error) {
-	c := &suiteConfig{flags: f, count: tf.count}
+func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) {
+	c := &config{flags: f, count: tf.count, bench: tf.bench, benchtime: tf.benchtime}
 	var err error
 	if c.backends, err = resolveBackends(f.backends, gpu); err != nil {
 		return nil, err
@@ -484,7 +487,7 @@ func percentileName(q float64) string {
 }
 
 // windowSpec checks the window flags; nil when -window is 0.
-func windowSpec(f *suiteFlags, tf testingFlags) (*loadgen.WindowSpec, error) {
+func windowSpec(f *settings, tf testingFlags) (*loadgen.WindowSpec, error) {
 	switch {
 	case f.window < 0:
 		return nil, badFlag("window", f.window.String(), "a window must last a positive time (0 turns windows off)")
@@ -504,7 +507,7 @@ func windowSpec(f *suiteFlags, tf testingFlags) (*loadgen.WindowSpec, error) {
 
 // setModel checks -model and -checkpoint and fills arch, model and
 // checkpoint.
-func (c *suiteConfig) setModel(f *suiteFlags) error {
+func (c *config) setModel(f *settings) error {
 	c.checkpoint = "none"
 	if f.checkpoint == "" {
 		switch f.model {
@@ -535,7 +538,7 @@ func (c *suiteConfig) setModel(f *suiteFlags) error {
 }
 
 // isSet reports whether the flag was given on the command line.
-func (f *suiteFlags) isSet(name string) bool {
+func (f *settings) isSet(name string) bool {
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
 	return set
@@ -578,7 +581,7 @@ func archName(a resnet.Arch) string {
 }
 
 // batchesFor returns the batch sizes for back-end be.
-func (c *suiteConfig) batchesFor(be string) []int {
+func (c *config) batchesFor(be string) []int {
 	switch {
 	case c.batches != nil:
 		return c.batches
@@ -589,24 +592,15 @@ func (c *suiteConfig) batchesFor(be string) []int {
 }
 
 // workerCounts returns the worker counts.
-func (c *suiteConfig) workerCounts() []int {
+func (c *config) workerCounts() []int {
 	if c.workers != nil {
 		return c.workers
 	}
 	return []int{1, 2}
 }
 
-// orNone returns a named dimension's values, or one "" (its default,
-// unnamed) when its flag was not given: -input, -batching.
-func orNone(values []string) []string {
-	if values == nil {
-		return []string{""}
-	}
-	return values
-}
-
 // precisionsFor returns the precisions for back-end be.
-func (c *suiteConfig) precisionsFor(be string) []string {
+func (c *config) precisionsFor(be string) []string {
 	switch {
 	case c.precisions != nil:
 		return c.precisions
@@ -618,7 +612,7 @@ func (c *suiteConfig) precisionsFor(be string) []string {
 
 // concurrencyFor returns the closed loop's concurrencies for a server with
 // workers workers.
-func (c *suiteConfig) concurrencyFor(workers int) []int {
+func (c *config) concurrencyFor(workers int) []int {
 	if c.conc != nil {
 		return c.conc
 	}
@@ -627,7 +621,7 @@ func (c *suiteConfig) concurrencyFor(workers int) []int {
 
 // capacityUnit is BenchmarkCapacity's metric for the -slo in force, such as
 // max-rate-p99-10ms-req/s.
-func (c *suiteConfig) capacityUnit() string {
+func (c *config) capacityUnit() string {
 	return fmt.Sprintf("max-rate-%s-%v-req/s", percentileName(c.slo.Quantile), c.slo.Latency)
 }
 

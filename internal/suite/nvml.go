@@ -1,6 +1,6 @@
 //go:build cuda && linux && cgo
 
-package inferbench_test
+package suite
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package inferbench_test
+package suite
 
 import (
 	"bytes"
@@ -32,9 +32,9 @@ import (
 
 // parseSuiteFlags validates args as the suite's flags; bench is the -bench
 // pattern, benchtime the -benchtime.
-func parseSuiteFlags(t *testing.T, gpu func() error, bench, benchtime string, args ...string) (*suiteConfig, error) {
+func parseSuiteFlags(t *testing.T, gpu func() error, bench, benchtime string, args ...string) (*config, error) {
 	t.Helper()
-	var f suiteFlags
+	var f settings
 	fs := flag.NewFlagSet("suite", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)
@@ -184,12 +184,12 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 }
 
 func TestCheckpointConfigLine(t *testing.T) {
-	raw, err := os.ReadFile("testdata/reference/manifest.json")
+	raw, err := os.ReadFile("../../testdata/reference/manifest.json")
 	require.NoError(t, err)
 	var man struct{ Cases []struct{ Checkpoint string } }
 	require.NoError(t, json.Unmarshal(raw, &man))
 	require.NotEmpty(t, man.Cases)
-	ckpt := filepath.Join("testdata/reference", man.Cases[0].Checkpoint)
+	ckpt := filepath.Join("../../testdata/reference", man.Cases[0].Checkpoint)
 	c, err := parseSuiteFlags(t, noGPU, "Server", "1x", "-checkpoint", ckpt)
 	require.NoError(t, err)
 	sum, err := fileSHA256(ckpt)
@@ -390,7 +390,7 @@ func suiteBinary(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run", "^$"}, args...)...)
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run", "^$", "-suite-self"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -511,6 +511,25 @@ func TestSuiteBinaryMeasuresWarmupEveryRun(t *testing.T) {
 	reqs := readCSV(t, reqPath)
 	require.Len(t, reqs, 1+3*3, "header and three requests per run")
 	assert.Equal(t, requestsHeader, reqs[0])
+
+	// For people, on stderr: the sub-benchmark started, and the summary of
+	// its three runs.
+	name := "Server/backend=cpu/batch=1/workers=1/pipeline=serial/precision=fp32/graphs=off/devices=1/load=burst/transport=inproc"
+	assert.Contains(t, stderr, "[1/1] Benchmark"+name+"\n")
+	_, summary, ok := strings.Cut(stderr, "summary (the mean of each configuration's runs):\n")
+	require.True(t, ok, "stderr: %s", stderr)
+	lines := strings.Split(strings.TrimSpace(summary), "\n")
+	require.Len(t, lines, 2, summary)
+	assert.Equal(t, []string{"configuration", "runs", "samples/s", "p50", "p99"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{name, "3"}, strings.Fields(lines[1])[:2])
+	assert.NotContains(t, stdout, "summary", "benchstat's input stays as it was")
+	// go test writes the binary's stderr into its stdout: mixed in, the
+	// progress and the summary must change no result nor its config.
+	mixed := results(t, stderr+stdout)
+	require.Len(t, mixed, len(rs))
+	for i, r := range mixed {
+		assert.Equal(t, rs[i].Config, r.Config, "the config lines of %s", nameOf(r))
+	}
 }
 
 func TestSuiteBinaryWindowsAndLoadRanges(t *testing.T) {

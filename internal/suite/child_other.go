@@ -1,6 +1,6 @@
 //go:build !linux
 
-package inferbench_test
+package suite
 
 import "os/exec"
 
