@@ -122,7 +122,14 @@ func TestReusedOrLowerStreamIDsEndTheConnection(t *testing.T) {
 				p.headers(tc.open, inferMethod, false)
 			}
 			p.headers(tc.next, inferMethod, false)
-			done, code := p.closed()
+			done, code, reset := p.closedOrReset(tc.next)
+			if tc.next == tc.first && reset == http2.ErrCodeStreamClosed {
+				// The server had not yet forgotten the answered stream: to
+				// it the stream is half-closed (remote), and HEADERS there
+				// is a stream error STREAM_CLOSED (RFC 9113, 5.1). Which of
+				// the two it meets depends on scheduling; both are right.
+				return
+			}
 			assert.True(t, done, "connection closed")
 			assert.Equal(t, http2.ErrCodeProtocol, code, "GOAWAY's code")
 		})

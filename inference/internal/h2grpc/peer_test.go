@@ -111,6 +111,26 @@ func (p *rawPeer) closed() (bool, http2.ErrCode) {
 	}
 }
 
+// closedOrReset is closed, but it also returns, with done false, at a
+// RST_STREAM on stream id, with that frame's code.
+func (p *rawPeer) closedOrReset(id uint32) (done bool, code, reset http2.ErrCode) {
+	for {
+		f, err := p.fr.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout()), code, 0
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			code = f.ErrCode
+		case *http2.RSTStreamFrame:
+			if f.StreamID == id {
+				return false, code, f.ErrCode
+			}
+		}
+	}
+}
+
 // trailer waits for stream id's closing HEADERS and returns its gRPC status.
 func (p *rawPeer) trailer(id uint32) (codes.Code, string) {
 	f := p.until(func(f http2.Frame) bool {
