@@ -19,15 +19,11 @@ import (
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
-// DefaultStreamWindow is a gRPC call's default HTTP/2 receive window. With
-// 4 MiB, a ModelStreamInfer call carrying two batch-256 requests (192 MB
-// each) could send the second only 4 MiB ahead while the first was decoded;
-// with 64 MiB, 8 such requests over 4 connections carried 6.99-7.47 GB/s
-// against 6.73-6.75 on an H100's host (88-91 % of a raw TCP echo on 4
-// connections in the same call; loopback carries more on more connections:
-// results/nvidia-h100/loopback-bound-6b7959c), in
-// results/nvidia-h100/grpc-stream-7e4bcab/grpc-window.
-// A call's message is buffered whole anyway (up to MaxMessageBytes), so a
+// DefaultStreamWindow is a gRPC call's default HTTP/2 receive window: large
+// enough that a ModelStreamInfer call carrying several batch-256 requests
+// (192 MB each) sends the next while the server decodes the one before
+// (measured in results/nvidia-h100/grpc-stream-7e4bcab/grpc-window). A
+// call's message is buffered whole anyway (up to MaxMessageBytes), so a
 // larger window holds no more of a peer's bytes than a message may.
 const DefaultStreamWindow = 64 << 20
 

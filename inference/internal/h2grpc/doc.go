@@ -7,9 +7,8 @@
 // grpc-go, which the rest of the module uses, copies a 192 MB request several
 // times: the client into its write buffer, in 16 KiB frames; the server out
 // of its read buffer into a buffer per frame, then (in this module's codec)
-// into the input tensor. On a 16-vCPU host that held two processes near
-// 11 GB/s over loopback, where the same host's loopback carries twice that
-// (results/nvidia-h100/loopback-bound-6b7959c). Here:
+// into the input tensor, which kept two processes at about half of what
+// loopback carries (results/nvidia-h100/loopback-bound-6b7959c). Here:
 //
 //  1. The client writes a request from the caller's memory with writev (one
 //     write a slice over TLS), in frames as large as the server accepts
