@@ -14,7 +14,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/cpu"
-	"github.com/inferbench/inferbench/inference/internal/fakegpu"
+	"github.com/inferbench/inferbench/inference/internal/gpu/fakegpu"
 	"github.com/inferbench/inferbench/inference/nop"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 )
 
 // CUDAMemory is GPU memory this process allocated, to share with a server

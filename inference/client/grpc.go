@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbench/inferbench/inference/internal/bufpool"
-	"github.com/inferbench/inferbench/inference/internal/h2grpc"
+	"github.com/inferbench/inferbench/inference/internal/net/bufpool"
+	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/internal/busyread"
 )

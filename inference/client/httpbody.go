@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/inferbench/inferbench/inference/internal/writev"
+	"github.com/inferbench/inferbench/inference/internal/net/writev"
 	"github.com/inferbench/inferbench/internal/busyread"
 )
 

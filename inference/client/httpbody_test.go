@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferbench/inferbench/inference/internal/writev"
+	"github.com/inferbench/inferbench/inference/internal/net/writev"
 )
 
 // TestTensorBodyRead checks that Read gives the parts' bytes in order and

@@ -33,7 +33,7 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/conv"
+	"github.com/inferbench/inferbench/inference/internal/cpu/conv"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/resnet"
 )

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/inferbench/inferbench/inference/internal/conv"
-	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/cpu/conv"
+	"github.com/inferbench/inferbench/inference/internal/cpu/gemm"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/cpu/gemm"
 )
 
 // pool is the engine's compute threads: a gemm.Context (the calling goroutine

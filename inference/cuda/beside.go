@@ -5,7 +5,7 @@ package cuda
 import (
 	"errors"
 
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 )
 
 // The shortcut beside conv1. In a block that changes shape, the shortcut

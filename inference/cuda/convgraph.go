@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 // Convolutions through cuDNN's backend ("graph") API (backend.ConvsGraph):

@@ -7,11 +7,11 @@
 // driver is initialised, by the first Open or Describe. A program built with
 // -tags cuda therefore starts on a machine without a GPU or driver, and Open
 // and Describe tell it why there is no GPU (an error wrapping backend.ErrNoGPU).
-// The driver is called through package internal/cudadrv rather than
+// The driver is called through package internal/gpu/cudadrv rather than
 // gorgonia.org/cu, whose package init calls cuInit and exits the process when
 // that fails, and which links libcuda; gorgonia.org/cu remains only in a
 // test that cross-checks cudadrv's answers against it on a GPU machine
-// (internal/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
+// (internal/gpu/cudadrv/crosscheck, built with -tags 'cuda gorgonia').
 //
 // Open prepares a backend.Engine in steps, each timed as a part of Info().Setup
 // under the name given here (the setup phase of warm-up, in package backend's

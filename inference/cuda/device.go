@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 )
 
 // device is one GPU: its primary context and its copy of the weights.

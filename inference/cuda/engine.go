@@ -14,9 +14,9 @@ import (
 	"github.com/inferbench/inferbench/inference/internal/switches"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
-	"github.com/inferbench/inferbench/inference/internal/nvml"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/nvml"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/resnet"
 )

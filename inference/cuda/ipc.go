@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 )
 
 // GPU memory of other processes (Triton's CUDA shared memory): the engine

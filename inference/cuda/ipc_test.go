@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 

@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/resnet"
 )

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 // plan is everything a forward pass of n images needs besides buffers: tensor

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 // Step is one step of a profiled forward pass: a layer or a conversion, with

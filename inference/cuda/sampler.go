@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
-	"github.com/inferbench/inferbench/inference/internal/nvml"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/nvml"
 )
 
 // sampler measures utilisation two ways: NVML's utilisation.gpu sampled every

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 var _ backend.Starter = cudaBackend{}

@@ -3,7 +3,7 @@ package cuda
 import (
 	"slices"
 
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 // timedTopK is what a search times of res, a ranking of algorithms for one

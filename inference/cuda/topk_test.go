@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/inferbench/inferbench/inference/internal/cudnn"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudnn"
 )
 
 func TestTimedTopK(t *testing.T) {

@@ -21,14 +21,14 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/cpu"
-	"github.com/inferbench/inferbench/inference/internal/fakegpu"
+	"github.com/inferbench/inferbench/inference/internal/gpu/fakegpu"
 	"github.com/inferbench/inferbench/inference/nop"
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 
 // CUDA shared memory without a GPU: the fixtures serve on
-// inference/internal/fakegpu, whose "device memory" is host memory behind
+// inference/internal/gpu/fakegpu, whose "device memory" is host memory behind
 // fake device addresses and handles, so that the front door's
 // registration, bounds, errors and in-use accounting, and the server's
 // device path, run here. The GPU test is the root package's

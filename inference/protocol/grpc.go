@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/internal/bufpool"
-	"github.com/inferbench/inferbench/inference/internal/h2grpc"
+	"github.com/inferbench/inferbench/inference/internal/net/bufpool"
+	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/inferbench/inferbench/inference/internal/h2grpc"
+	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/cpu"
-	"github.com/inferbench/inferbench/inference/internal/fakegpu"
+	"github.com/inferbench/inferbench/inference/internal/gpu/fakegpu"
 	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
 )

@@ -50,7 +50,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/inferbench/inferbench/inference/internal/dl"
+	"github.com/inferbench/inferbench/inference/internal/gpu/dl"
 )
 
 // backendSymbols are the backend API functions, in the order of the C table.

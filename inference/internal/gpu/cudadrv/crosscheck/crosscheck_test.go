@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
-	"github.com/inferbench/inferbench/inference/internal/cudadrv"
+	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 )
 
 // TestAgainstGorgonia asks both bindings the same questions. (Reaching it at

@@ -8,5 +8,5 @@
 // start without an NVIDIA driver. It therefore stays out of every other package
 // and this test is built only with the gorgonia tag as well as cuda:
 //
-//	go test -c -tags 'cuda gorgonia' -o .gpu/crosscheck.test ./inference/internal/cudadrv/crosscheck
+//	go test -c -tags 'cuda gorgonia' -o .gpu/crosscheck.test ./inference/internal/gpu/cudadrv/crosscheck
 package crosscheck

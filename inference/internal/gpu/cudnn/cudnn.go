@@ -123,7 +123,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/inferbench/inferbench/inference/internal/dl"
+	"github.com/inferbench/inferbench/inference/internal/gpu/dl"
 )
 
 // libraries are the file names Load tries, in order.

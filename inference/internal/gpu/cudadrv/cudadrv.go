@@ -187,7 +187,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/inferbench/inferbench/inference/internal/dl"
+	"github.com/inferbench/inferbench/inference/internal/gpu/dl"
 )
 
 // libraries are the file names Init tries: the driver's soname only, so that a

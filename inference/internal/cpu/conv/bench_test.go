@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/cpu/gemm"
 )
 
 // BenchmarkLayer measures ResNet-18's convolution shapes at 250x250.

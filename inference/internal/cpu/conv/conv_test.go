@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/cpu/gemm"
 )
 
 func randSlice(rng *rand.Rand, n int) []float32 {

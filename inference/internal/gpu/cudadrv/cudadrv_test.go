@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inferbench/inferbench/inference/internal/dl"
+	"github.com/inferbench/inferbench/inference/internal/gpu/dl"
 )
 
 func TestSymbolNames(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/inferbench/inferbench/inference/internal/gemm"
+	"github.com/inferbench/inferbench/inference/internal/cpu/gemm"
 )
 
 // BenchmarkInput measures Runner.Input, the stem's input conversion (NCHW

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/inferbench/inferbench/inference/internal/writev"
+	"github.com/inferbench/inferbench/inference/internal/net/writev"
 )
 
 // preface is what a client sends before its first frame (RFC 9113, 3.4).
