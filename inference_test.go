@@ -77,7 +77,7 @@ func TestServerMatchesReferenceModel(t *testing.T) {
 		{"overlap/3", inference.Overlap, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newServer(t, inference.Config{Model: m, Height: 40, Width: 36, MaxBatch: 4, Pipeline: tc.pipeline, Workers: tc.workers})
+			s := newServer(t, inference.Config{Options: inference.Options{Height: 40, Width: 36, MaxBatch: 4, Pipeline: tc.pipeline, Workers: tc.workers}, Model: m})
 			resp, err := s.Infer(context.Background(), in)
 			require.NoError(t, err)
 			assert.Equal(t, []int{3, 5}, resp.Logits.Shape)
@@ -88,7 +88,7 @@ func TestServerMatchesReferenceModel(t *testing.T) {
 	// batch and scattered back, each equal to its own reference.
 	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run("batching/"+p.String(), func(t *testing.T) {
-			s := newServer(t, inference.Config{Model: m, Height: 40, Width: 36, MaxBatch: 8, Pipeline: p,
+			s := newServer(t, inference.Config{Options: inference.Options{Height: 40, Width: 36, MaxBatch: 8, Pipeline: p}, Model: m,
 				MaxQueueDelay: time.Hour, PreferredBatches: []int{4}})
 			per := 3 * 40 * 36
 			var calls []*inference.Call
@@ -118,7 +118,7 @@ func TestSerialAndOverlapAgree(t *testing.T) {
 	}
 	results := map[inference.Pipeline][][]float32{}
 	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
-		s := newServer(t, inference.Config{Model: m, Height: 32, Width: 32, MaxBatch: 4, Pipeline: p, Workers: 2})
+		s := newServer(t, inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 4, Pipeline: p, Workers: 2}, Model: m})
 		calls := make([]*inference.Call, len(inputs))
 		for i, in := range inputs {
 			c, err := s.Submit(context.Background(), inference.Request{Input: in})
@@ -163,10 +163,14 @@ func TestEveryRequestAnsweredOnceWithItsOwnData(t *testing.T) {
 		name string
 		cfg  inference.Config
 	}{
-		{"serial/1", inference.Config{Workers: 1}},
-		{"serial/4", inference.Config{Workers: 4}},
-		{"overlap/2", inference.Config{Workers: 2, Pipeline: inference.Overlap}},
-		{"batching/overlap", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 200 * time.Microsecond}},
+		{"serial/1", inference.Config{
+			Options: inference.Options{Workers: 1}}},
+		{"serial/4", inference.Config{
+			Options: inference.Options{Workers: 4}}},
+		{"overlap/2", inference.Config{
+			Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}}},
+		{"batching/overlap", inference.Config{
+			Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}, MaxQueueDelay: 200 * time.Microsecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := nopServer(t, tc.cfg)
@@ -205,7 +209,7 @@ func TestEveryRequestAnsweredOnceWithItsOwnData(t *testing.T) {
 }
 
 func TestBadInputNamesExpectedAndActual(t *testing.T) {
-	s := nopServer(t, inference.Config{MaxBatch: 4, RejectNonFinite: true})
+	s := nopServer(t, inference.Config{Options: inference.Options{MaxBatch: 4}, RejectNonFinite: true})
 	nan := inference.NewInput(1, 32, 32)
 	nan.Data[17] = float32(math.NaN())
 	inf := inference.NewInput(1, 32, 32)
@@ -318,15 +322,14 @@ func gatedServer(t testing.TB, g *gated, cfg inference.Config) *inference.Server
 func TestConfigReachesBackend(t *testing.T) {
 	g := &gated{}
 	norm := inference.Normalization{Mean: []float32{0.1, 0.2, 0.3}, Std: []float32{0.4, 0.5, 0.6}}
-	gatedServer(t, g, inference.Config{Workers: 3, Pipeline: inference.Overlap, MaxBatch: 8, Batches: []int{2, 8},
-		Precision: inference.FP16, Graphs: true, Devices: []int{0}, PinnedInput: true, Normalization: norm})
+	gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 3, Pipeline: inference.Overlap, MaxBatch: 8, Batches: []int{2, 8}, Precision: inference.FP16, Graphs: true, Devices: []int{0}, PinnedInput: true, Normalization: norm}})
 	assert.Equal(t, backend.Options{Workers: 3, Slots: 3, MaxBatch: 8, Height: 32, Width: 32, Pipeline: backend.Overlap,
 		Precision: backend.FP16, Graphs: true, Devices: []int{0}, Batches: []int{2, 8}, PinnedInput: true, Normalization: norm}, g.opts)
 }
 
 func TestShutdownDrainsAcceptedRequests(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 2, Pipeline: inference.Overlap})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}})
 	var calls []*inference.Call
 	for i := 0; i < 20; i++ {
 		c, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
@@ -359,7 +362,7 @@ func TestShutdownDrainsAcceptedRequests(t *testing.T) {
 
 func TestCloseFailsPendingRequests(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}})
 	var calls []*inference.Call
 	for i := 0; i < 10; i++ {
 		c, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
@@ -380,7 +383,7 @@ func TestCloseFailsPendingRequests(t *testing.T) {
 
 func TestCancelledWhileQueuedIsNeverComputed(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}})
 	// The first request occupies the worker at the gate.
 	first, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
 	require.NoError(t, err)
@@ -403,7 +406,7 @@ func TestCancelledWhileQueuedIsNeverComputed(t *testing.T) {
 
 func TestRequestTimeout(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}})
 	first, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
 	require.NoError(t, err)
 	late, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32), Timeout: time.Millisecond})
@@ -417,7 +420,7 @@ func TestRequestTimeout(t *testing.T) {
 
 func TestQueueFullRejects(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1, MaxQueue: 2, QueuePolicy: inference.Reject})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}, MaxQueue: 2, QueuePolicy: inference.Reject})
 	first, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Stats().Queued == 0 }, 5*time.Second, time.Millisecond, "the worker takes the first request")
@@ -443,7 +446,7 @@ func TestQueueFullRejects(t *testing.T) {
 
 func TestQueueFullBlocksUntilContextEnds(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1, MaxQueue: 1})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}, MaxQueue: 1})
 	var accepted []*inference.Call
 	for i := 0; i < 2; i++ {
 		c, err := s.Submit(context.Background(), inference.Request{Input: inference.NewInput(1, 32, 32)})
@@ -466,7 +469,7 @@ func TestWorkerFaults(t *testing.T) {
 	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run(p.String(), func(t *testing.T) {
 			g := &gated{panicOn: 7, failOn: 8, loseOn: 9}
-			s := gatedServer(t, g, inference.Config{Workers: 2, Pipeline: p})
+			s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 2, Pipeline: p}})
 			infer := func(v float32) error {
 				in := inference.NewInput(1, 32, 32)
 				stamp(in, v)
@@ -500,11 +503,11 @@ func TestWorkerFaults(t *testing.T) {
 func TestNoGoroutineOutlivesServer(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for _, cfg := range []inference.Config{
-		{Workers: 3, Pipeline: inference.Overlap},
-		{Workers: 2, MaxQueueDelay: time.Millisecond},
+		{Options: inference.Options{Workers: 3, Pipeline: inference.Overlap}},
+		{Options: inference.Options{Workers: 2}, MaxQueueDelay: time.Millisecond},
 	} {
-		s, err := inference.New(inference.Config{Backend: nop.New(), Model: tinyModel(t, 1), Height: 32, Width: 32, MaxBatch: 4,
-			Workers: cfg.Workers, Pipeline: cfg.Pipeline, MaxQueueDelay: cfg.MaxQueueDelay})
+		s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 4, Workers: cfg.Workers, Pipeline: cfg.Pipeline}, Backend: nop.New(), Model: tinyModel(t, 1),
+			MaxQueueDelay: cfg.MaxQueueDelay})
 		require.NoError(t, err)
 		_, err = s.Infer(context.Background(), inference.NewInput(1, 32, 32))
 		require.NoError(t, err)
@@ -528,7 +531,7 @@ func assertNoLeak(t *testing.T, before int) {
 
 func TestDynamicBatchingMergesWithinDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := nopServer(t, inference.Config{MaxBatch: 8, MaxQueueDelay: 10 * time.Millisecond, Workers: 1})
+		s := nopServer(t, inference.Config{Options: inference.Options{MaxBatch: 8, Workers: 1}, MaxQueueDelay: 10 * time.Millisecond})
 		start := time.Now()
 		var calls []*inference.Call
 		for i := 0; i < 3; i++ {
@@ -678,7 +681,7 @@ func TestWarmupIsReportedInParts(t *testing.T) {
 		// Open takes 30 ms and the first inference 7 ms; the model is given,
 		// so there is nothing to load and no time passes for it.
 		sc := &scripted{open: 30 * time.Millisecond, compute: firstThen(7*time.Millisecond, time.Millisecond)}
-		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		s := scriptedServer(t, sc, inference.Config{Options: inference.Options{Workers: 1}})
 		defer s.Close()
 		w := s.Warmup()
 		assert.Zero(t, w.Load)
@@ -695,7 +698,7 @@ func TestFirstInferencesInsideOpenCountAsFirst(t *testing.T) {
 		// inference takes 7 ms. first-ns is the device's first inferences,
 		// not the second ones.
 		sc := &scripted{open: 30 * time.Millisecond, prime: 12 * time.Millisecond, compute: firstThen(7*time.Millisecond, time.Millisecond)}
-		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		s := scriptedServer(t, sc, inference.Config{Options: inference.Options{Workers: 1}})
 		defer s.Close()
 		w := s.Warmup()
 		assert.Equal(t, 18*time.Millisecond, w.Setup, "Open less its first inferences")
@@ -738,7 +741,7 @@ func (s *starting) Open(m *resnet.Model, opts backend.Options) (backend.Engine, 
 // and stops it once, also when the model does not load.
 func TestStarterStartsBeforeTheModelLoads(t *testing.T) {
 	be := &starting{scripted: &scripted{}}
-	s, err := inference.New(inference.Config{Backend: be, Arch: resnet.Tiny(), Height: 32, Width: 32, MaxBatch: 4, Batches: []int{1, 4}})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 4, Batches: []int{1, 4}}, Backend: be, Arch: resnet.Tiny()})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	assert.Equal(t, []string{"start", "open", "stop"}, be.events)
@@ -766,8 +769,7 @@ func TestServerMatchesPyTorch(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			require.Equal(t, c.Name, man.Cases[i].Name)
-			s := newServer(t, inference.Config{Checkpoint: filepath.Join("testdata/reference", man.Cases[i].Checkpoint),
-				Height: c.H, Width: c.W, MaxBatch: c.N, Workers: 2, Pipeline: inference.Overlap})
+			s := newServer(t, inference.Config{Options: inference.Options{Height: c.H, Width: c.W, MaxBatch: c.N, Workers: 2, Pipeline: inference.Overlap}, Checkpoint: filepath.Join("testdata/reference", man.Cases[i].Checkpoint)})
 			assert.Positive(t, s.Warmup().Load, "checkpoint load is timed")
 			resp, err := s.Infer(context.Background(), inference.Tensor{Shape: []int{c.N, 3, c.H, c.W}, Data: c.Input})
 			require.NoError(t, err)
@@ -785,7 +787,7 @@ func TestBadCheckpointIsAnError(t *testing.T) {
 
 func TestCloseLeavesCallerBufferAlone(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
-	s := gatedServer(t, g, inference.Config{Workers: 1})
+	s := gatedServer(t, g, inference.Config{Options: inference.Options{Workers: 1}})
 	out := make([]float32, 5)
 	for i := range out {
 		out[i] = -1

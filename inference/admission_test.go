@@ -50,16 +50,23 @@ func TestAbsurdConfigIsAnError(t *testing.T) {
 		cfg  inference.Config
 		want string
 	}{
-		{"MaxBatch", inference.Config{MaxBatch: 1 << 40}, "inference: Config.MaxBatch = 1099511627776, want 1..4096"},
+		{"MaxBatch", inference.Config{
+			Options: inference.Options{MaxBatch: 1 << 40}}, "inference: Config.MaxBatch = 1099511627776, want 1..4096"},
 		{"MaxQueue", inference.Config{MaxQueue: 1 << 40}, "inference: Config.MaxQueue = 1099511627776, want 1..1048576"},
-		{"Slots", inference.Config{Slots: 1 << 40}, "inference: Config.Slots = 1099511627776, want 1..16"},
-		{"Workers", inference.Config{Workers: 1 << 40}, "inference: Config.Workers = 1099511627776, want 1..256"},
-		{"Height", inference.Config{Height: 1 << 31, Width: 32}, "inference: Config.Height = 2147483648, want 1..8192"},
-		{"Width", inference.Config{Height: 32, Width: 1 << 31}, "inference: Config.Width = 2147483648, want 1..8192"},
-		{"negative", inference.Config{Workers: -1}, "inference: Config.Workers = -1, want 1..256"},
+		{"Slots", inference.Config{
+			Options: inference.Options{Slots: 1 << 40}}, "inference: Config.Slots = 1099511627776, want 1..16"},
+		{"Workers", inference.Config{
+			Options: inference.Options{Workers: 1 << 40}}, "inference: Config.Workers = 1099511627776, want 1..256"},
+		{"Height", inference.Config{
+			Options: inference.Options{Height: 1 << 31, Width: 32}}, "inference: Config.Height = 2147483648, want 1..8192"},
+		{"Width", inference.Config{
+			Options: inference.Options{Height: 32, Width: 1 << 31}}, "inference: Config.Width = 2147483648, want 1..8192"},
+		{"negative", inference.Config{
+			Options: inference.Options{Workers: -1}}, "inference: Config.Workers = -1, want 1..256"},
 		{"IdlePoll negative", inference.Config{IdlePoll: -time.Microsecond}, "inference: IdlePoll -1µs outside 0..10ms"},
 		{"IdlePoll too long", inference.Config{IdlePoll: time.Second}, "inference: IdlePoll 1s outside 0..10ms"},
-		{"batch values", inference.Config{MaxBatch: 4096, Height: 8192, Width: 8192},
+		{"batch values", inference.Config{
+			Options: inference.Options{MaxBatch: 4096, Height: 8192, Width: 8192}},
 			"inference: Config.MaxBatch x channels x Height x Width = 4096 x 3 x 8192 x 8192 values, want at most 2147483648"},
 	}
 	for _, tt := range tests {
@@ -216,17 +223,17 @@ func TestExpiredAtSubmitIsRefused(t *testing.T) {
 // TestBackendByName: BackendName selects a registered back-end; a name
 // nobody registered says which package to import (issue 19, item 1).
 func TestBackendByName(t *testing.T) {
-	s, err := inference.New(inference.Config{BackendName: "nop", Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, BackendName: "nop", Model: tinyModel(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, "nop", s.Config().BackendName)
 
-	_, err = inference.New(inference.Config{BackendName: "cuda", Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+	_, err = inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, BackendName: "cuda", Model: tinyModel(t)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `no back-end "cuda" registered`)
 	assert.Contains(t, err.Error(), `import the package that registers it, for this module's: _ "github.com/inferbench/inferbench/inference/cuda"`)
 
-	s, err = inference.New(inference.Config{Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+	s, err = inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, Model: tinyModel(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, "cpu", s.Config().BackendName, "the zero Config serves on the built-in cpu back-end")

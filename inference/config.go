@@ -69,6 +69,10 @@ const (
 	limitValues   = 1 << 31 // MaxBatch x channels x Height x Width: one slot's input, float32 values
 )
 
+// Options are the settings a Server passes to its back-end: Config's
+// embedded part (see backend.Options for each field and its default).
+type Options = backend.Options
+
 // Config configures a Server. The zero value serves a seeded ResNet-18 on the
 // CPU back-end with one worker and the Serial pipeline.
 type Config struct {
@@ -90,47 +94,11 @@ type Config struct {
 	Arch       resnet.Arch
 	Seed       uint64
 
-	// Height and Width are the input size in pixels; 0 means 250 (the seed's).
-	// At most 8192.
-	Height, Width int
-	// MaxBatch is the largest batch a request (or a merged batch) may have;
-	// 0 means DefaultMaxBatch. At most 4096, and MaxBatch images may hold at
-	// most 2^31 values.
-	MaxBatch int
-	// Batches lists the batch sizes the back-end prepares at start-up (plans,
-	// graphs); other sizes up to MaxBatch work too. If empty, {1}.
-	Batches []int
-
-	// Workers is the number of compute workers; 0 means 1. At most 256.
-	Workers int
-	// Pipeline arranges the stages of every worker; the zero value is Serial.
-	Pipeline Pipeline
-	// Slots is the number of batches in flight per worker; 0 means 1 for
-	// Serial and 3 for Overlap (one copying in, one computing, one copying
-	// out). At most 16.
-	Slots int
-	// Precision, Graphs, Convs and Devices are passed to the back-end (see
-	// backend.Options); the zero values are fp32, no graphs, graph
-	// convolutions (cuDNN's backend API where it is faster), device 0.
-	Precision Precision
-	Graphs    bool
-	Convs     backend.Convs
-	Devices   []int
-	// PinnedInput says every request's input comes from AllocInput. The CUDA
-	// back-end then makes no pinned staging buffer per slot for pageable
-	// input (MaxBatch images each, page-locked during warm-up) and copies any
-	// pageable input through the driver, which is slower. Leave it false
-	// unless callers use AllocInput.
-	PinnedInput bool
-	// AlgoCache is where a GPU back-end keeps the algorithms it chose by
-	// measuring (see backend.Options): "" is the back-end's default file, "off"
-	// keeps none, anything else is a file path; a fresh path forces a cold start.
-	AlgoCache string
-	// Normalization maps Uint8 inputs to the model's float input, per
-	// channel; zero means ImageNet. A back-end whose workers are
-	// backend.Uint8Workers (cuda) normalises on the device, others get the
-	// input normalised on the host at Submit.
-	Normalization Normalization
+	// Options are what the back-end receives: the input size, MaxBatch,
+	// Batches, Workers, Pipeline, Slots, Precision, Graphs, Convs, Devices,
+	// PinnedInput, AlgoCache and Normalization, each documented in
+	// backend.Options with the default New gives its zero value.
+	Options
 
 	// MaxQueue bounds the requests waiting for a worker; 0 means
 	// DefaultMaxQueue. At most 2^20.

@@ -56,7 +56,7 @@ func open(t *testing.T, s *inference.Server, a *fakegpu.Allocation, size int) in
 func TestDeviceIO(t *testing.T) {
 	for _, name := range []string{"nop", "cpu"} {
 		t.Run(name, func(t *testing.T) {
-			s, err := inference.New(inference.Config{BackendName: name, Model: tinyModel(t), Height: devSide, Width: devSide, MaxBatch: 2})
+			s, err := inference.New(inference.Config{Options: inference.Options{Height: devSide, Width: devSide, MaxBatch: 2}, BackendName: name, Model: tinyModel(t)})
 			require.NoError(t, err)
 			defer s.Close()
 			assert.False(t, s.DeviceIO())
@@ -123,7 +123,7 @@ func TestDeviceInference(t *testing.T) {
 	for _, pipe := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run(pipe.String(), func(t *testing.T) {
 			be := fakegpu.Wrap(cpu.New(), 1)
-			s := devServer(t, be, inference.Config{Pipeline: pipe, Workers: 2, MaxBatch: 8, MaxQueueDelay: 2 * time.Millisecond})
+			s := devServer(t, be, inference.Config{Options: inference.Options{Pipeline: pipe, Workers: 2, MaxBatch: 8}, MaxQueueDelay: 2 * time.Millisecond})
 			classes := s.Classes()
 			const clients, rounds = 6, 5
 			in := be.Alloc(0, clients*2*devImage)
@@ -237,7 +237,7 @@ func TestDeviceInputErrors(t *testing.T) {
 			}
 		})
 	}
-	rs, err := inference.New(inference.Config{Backend: be, Model: tinyModel(t), Height: devSide, Width: devSide, MaxBatch: 1, RejectNonFinite: true})
+	rs, err := inference.New(inference.Config{Options: inference.Options{Height: devSide, Width: devSide, MaxBatch: 1}, Backend: be, Model: tinyModel(t), RejectNonFinite: true})
 	require.NoError(t, err)
 	defer rs.Close()
 	m2 := open(t, rs, a, devImage)

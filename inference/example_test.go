@@ -15,7 +15,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := inference.New(inference.Config{Model: m, Height: 64, Width: 64, MaxBatch: 8, Workers: 2, Pipeline: inference.Overlap})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 64, Width: 64, MaxBatch: 8, Workers: 2, Pipeline: inference.Overlap}, Model: m})
 	if err != nil {
 		panic(err)
 	}

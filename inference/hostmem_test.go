@@ -66,7 +66,7 @@ func TestRegisterHost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls []string
 			tt.be.calls = &calls
-			srv, err := inference.New(inference.Config{Backend: tt.be, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2})
+			srv, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, Backend: tt.be, Model: tinyModel(t)})
 			require.NoError(t, err)
 			defer srv.Close()
 			unregister, err := srv.RegisterHost(tt.mem)
@@ -89,7 +89,7 @@ func TestRegisterHost(t *testing.T) {
 func TestCPUAndNopRegisterHostAsNoOp(t *testing.T) {
 	for _, device := range []string{"cpu", "nop"} {
 		t.Run(device, func(t *testing.T) {
-			srv, err := inference.New(inference.Config{BackendName: device, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2})
+			srv, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, BackendName: device, Model: tinyModel(t)})
 			require.NoError(t, err)
 			defer srv.Close()
 			in := inference.NewInput(1, 32, 32)

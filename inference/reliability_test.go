@@ -90,8 +90,8 @@ func TestOverloadAtTwiceCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// One worker at 1 ms a batch serves 1000 req/s; offer 2000 req/s.
 		const service, maxQueue = time.Millisecond, 8
-		s, err := inference.New(inference.Config{Backend: slow{service}, Model: tinyModel(t), Height: 32, Width: 32,
-			MaxBatch: 1, MaxQueue: maxQueue, QueuePolicy: inference.Reject})
+		s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, Backend: slow{service}, Model: tinyModel(t),
+			MaxQueue: maxQueue, QueuePolicy: inference.Reject})
 		require.NoError(t, err)
 		tt := &timedTarget{s: s, in: inference.NewInput(1, 32, 32)}
 		res, err := loadgen.Run(context.Background(), tt, loadgen.Spec{Mode: loadgen.Open, Rate: 2000}, 2000)
@@ -112,8 +112,7 @@ func TestOverloadAtTwiceCapacity(t *testing.T) {
 
 func TestCancelledInFlightIsDiscarded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := inference.New(inference.Config{Backend: slow{10 * time.Millisecond}, Model: tinyModel(t), Height: 32, Width: 32,
-			MaxBatch: 2, Pipeline: inference.Overlap})
+		s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2, Pipeline: inference.Overlap}, Backend: slow{10 * time.Millisecond}, Model: tinyModel(t)})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		c, err := s.Submit(ctx, inference.Request{Input: inference.NewInput(1, 32, 32)})
@@ -141,7 +140,7 @@ func FuzzSubmit(f *testing.F) {
 	f.Add(9, 3, 32, 32, 9*3*32*32, -1)
 	f.Add(1, 3, 31, 32, 3*31*32, -1)
 	f.Add(-1, 3, 32, 32, 10, 0)
-	s, err := inference.New(inference.Config{Backend: nop.New(), Model: tinyModel(f), Height: 32, Width: 32, MaxBatch: 8, RejectNonFinite: true})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 8}, Backend: nop.New(), Model: tinyModel(f), RejectNonFinite: true})
 	require.NoError(f, err)
 	defer s.Close()
 	f.Fuzz(func(t *testing.T, n, c, h, w, length, nanAt int) {
@@ -181,7 +180,7 @@ func rss(t *testing.T) int64 {
 // after warm-up (the first n/10 requests) to the end. If leak is set, every
 // response is kept, as a deliberately leaking caller would.
 func soakRun(t *testing.T, n int, leak bool) (memGrowth, goroutineGrowth float64) {
-	s, err := inference.New(inference.Config{Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1, Workers: 2, Pipeline: inference.Overlap})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1, Workers: 2, Pipeline: inference.Overlap}, Model: tinyModel(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	var kept [][]float32
@@ -255,13 +254,20 @@ func TestEveryDeviceLostAnswersEveryCall(t *testing.T) {
 		name string
 		cfg  inference.Config
 	}{
-		{"serial", inference.Config{Workers: 2}},
-		{"overlap", inference.Config{Workers: 2, Pipeline: inference.Overlap}},
-		{"serial/batching", inference.Config{Workers: 2, MaxQueueDelay: 50 * time.Microsecond}},
-		{"overlap/batching", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond}},
-		{"overlap/batching/reject", inference.Config{Workers: 1, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond, QueuePolicy: inference.Reject}},
-		{"serial/idle-poll", inference.Config{Workers: 2, IdlePoll: 200 * time.Microsecond}},
-		{"overlap/batching/idle-poll", inference.Config{Workers: 2, Pipeline: inference.Overlap, MaxQueueDelay: 50 * time.Microsecond, IdlePoll: 200 * time.Microsecond}},
+		{"serial", inference.Config{
+			Options: inference.Options{Workers: 2}}},
+		{"overlap", inference.Config{
+			Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}}},
+		{"serial/batching", inference.Config{
+			Options: inference.Options{Workers: 2}, MaxQueueDelay: 50 * time.Microsecond}},
+		{"overlap/batching", inference.Config{
+			Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}, MaxQueueDelay: 50 * time.Microsecond}},
+		{"overlap/batching/reject", inference.Config{
+			Options: inference.Options{Workers: 1, Pipeline: inference.Overlap}, MaxQueueDelay: 50 * time.Microsecond, QueuePolicy: inference.Reject}},
+		{"serial/idle-poll", inference.Config{
+			Options: inference.Options{Workers: 2}, IdlePoll: 200 * time.Microsecond}},
+		{"overlap/batching/idle-poll", inference.Config{
+			Options: inference.Options{Workers: 2, Pipeline: inference.Overlap}, MaxQueueDelay: 50 * time.Microsecond, IdlePoll: 200 * time.Microsecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,7 +369,7 @@ func TestInferReturnsOnlyWhenInputIsFree(t *testing.T) {
 	for _, p := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run(p.String(), func(t *testing.T) {
 			f := &faulty{computing: make(chan struct{}), readUntil: make(chan struct{})}
-			s := faultyServer(t, f, inference.Config{Pipeline: p})
+			s := faultyServer(t, f, inference.Config{Options: inference.Options{Pipeline: p}})
 			in := inference.NewInput(1, 32, 32)
 			ctx, cancel := context.WithCancel(context.Background())
 			returned := make(chan error)
@@ -399,7 +405,7 @@ func TestBindFailureTakesWorkerOutOfService(t *testing.T) {
 					}
 					return nil
 				}}
-				s := faultyServer(t, f, inference.Config{Workers: 2, Pipeline: p})
+				s := faultyServer(t, f, inference.Config{Options: inference.Options{Workers: 2, Pipeline: p}})
 				synctest.Wait()
 				ready, err := s.Ready()
 				assert.True(t, ready)
@@ -418,7 +424,7 @@ func TestBindFailureTakesWorkerOutOfService(t *testing.T) {
 					}
 					return nil
 				}}
-				s = faultyServer(t, f, inference.Config{Workers: 2, Pipeline: p})
+				s = faultyServer(t, f, inference.Config{Options: inference.Options{Workers: 2, Pipeline: p}})
 				synctest.Wait()
 				ready, err = s.Ready()
 				assert.False(t, ready)
@@ -434,7 +440,7 @@ func TestBindFailureTakesWorkerOutOfService(t *testing.T) {
 	}
 	// A worker that cannot be bound for the first inference fails New.
 	f := &faulty{bindErr: func(int, int) error { return errBind }}
-	_, err := inference.New(inference.Config{Backend: f, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+	_, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, Backend: f, Model: tinyModel(t)})
 	assert.ErrorIs(t, err, errBind)
 	assert.ErrorContains(t, err, "first inference on worker 0: bind")
 }

@@ -109,12 +109,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.queue = newRequestQueue(cfg.MaxQueue, cfg.QueuePolicy, s.dropped)
 
-	opts := backend.Options{
-		Workers: cfg.Workers, Slots: cfg.Slots, MaxBatch: cfg.MaxBatch,
-		Height: cfg.Height, Width: cfg.Width, Pipeline: cfg.Pipeline,
-		Precision: cfg.Precision, Graphs: cfg.Graphs, Convs: cfg.Convs, Devices: cfg.Devices, Batches: cfg.Batches,
-		PinnedInput: cfg.PinnedInput, AlgoCache: cfg.AlgoCache, Normalization: cfg.Normalization,
-	}
+	opts := cfg.Options
 	if st, ok := be.(backend.Starter); ok {
 		// The back-end's driver and contexts start while the model loads.
 		stop := st.Start(opts)

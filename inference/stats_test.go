@@ -23,7 +23,7 @@ import (
 func TestStatsAreCumulativeAndDifferenced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &faulty{}
-		s := faultyServer(t, f, inference.Config{MaxBatch: 4})
+		s := faultyServer(t, f, inference.Config{Options: inference.Options{MaxBatch: 4}})
 		infer := func(n int) {
 			_, err := s.Infer(context.Background(), inference.NewInput(n, 32, 32))
 			require.NoError(t, err)
@@ -85,8 +85,7 @@ func TestStatsAreCumulativeAndDifferenced(t *testing.T) {
 // TestStatsUnderConcurrentCompletions checks the sharded figures add up when
 // several workers complete requests while Stats is read.
 func TestStatsUnderConcurrentCompletions(t *testing.T) {
-	s, err := inference.New(inference.Config{Backend: nop.New(), Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 4,
-		Workers: 3, Pipeline: inference.Overlap})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 4, Workers: 3, Pipeline: inference.Overlap}, Backend: nop.New(), Model: tinyModel(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	const clients, each = 4, 300
@@ -135,7 +134,7 @@ func TestStatsUnderConcurrentCompletions(t *testing.T) {
 // TestArchIsBuiltAndTimed: Config.Arch and Seed let New build the model, and
 // Warmup.Load times the building (issue 18, item 3).
 func TestArchIsBuiltAndTimed(t *testing.T) {
-	s, err := inference.New(inference.Config{Arch: resnet.Tiny(), Seed: 3, Height: 32, Width: 32, MaxBatch: 2})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, Arch: resnet.Tiny(), Seed: 3})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, 5, s.Classes())
@@ -157,7 +156,7 @@ func TestArchIsBuiltAndTimed(t *testing.T) {
 	}
 
 	// The zero Arch is ResNet-18; a given Model leaves Arch alone.
-	s2, err := inference.New(inference.Config{Backend: nop.New(), Height: 32, Width: 32, MaxBatch: 1})
+	s2, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, Backend: nop.New()})
 	require.NoError(t, err)
 	defer s2.Close()
 	assert.Equal(t, resnet.ResNet18(), s2.Config().Arch)

@@ -15,7 +15,7 @@ import (
 // of every server, whatever its back-end; none set, no line.
 func TestInfoEchoesSwitches(t *testing.T) {
 	line := func() (string, bool) {
-		s, err := inference.New(inference.Config{BackendName: "nop", Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 1})
+		s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1}, BackendName: "nop", Model: tinyModel(t)})
 		require.NoError(t, err)
 		defer s.Close()
 		for _, kv := range s.Info().Config {

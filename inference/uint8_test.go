@@ -40,7 +40,7 @@ func TestUint8OnCPU(t *testing.T) {
 	custom := inference.Normalization{Mean: []float32{0.5, 0.4, 0.3}, Std: []float32{0.2, 0.3, 0.4}}
 	for name, norm := range map[string]inference.Normalization{"imagenet": {}, "custom": custom} {
 		t.Run(name, func(t *testing.T) {
-			s, err := inference.New(inference.Config{BackendName: "cpu", Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2, Normalization: norm})
+			s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2, Normalization: norm}, BackendName: "cpu", Model: tinyModel(t)})
 			require.NoError(t, err)
 			defer s.Close()
 			want := norm
@@ -58,7 +58,7 @@ func TestUint8OnCPU(t *testing.T) {
 }
 
 func TestUint8InputErrors(t *testing.T) {
-	s, err := inference.New(inference.Config{BackendName: "nop", Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 2})
+	s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, BackendName: "nop", Model: tinyModel(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	tests := []struct {
@@ -78,8 +78,7 @@ func TestUint8InputErrors(t *testing.T) {
 			assert.Equal(t, tt.field, ie.Field)
 		})
 	}
-	_, err = inference.New(inference.Config{BackendName: "nop", Model: tinyModel(t), Height: 32, Width: 32,
-		Normalization: inference.Normalization{Mean: []float32{0, 0, 0}, Std: []float32{1, 0, 1}}})
+	_, err = inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, Normalization: inference.Normalization{Mean: []float32{0, 0, 0}, Std: []float32{1, 0, 1}}}, BackendName: "nop", Model: tinyModel(t)})
 	assert.ErrorContains(t, err, "Normalization")
 }
 
@@ -141,8 +140,8 @@ func TestUint8ToDevice(t *testing.T) {
 	for _, pipe := range []inference.Pipeline{inference.Serial, inference.Overlap} {
 		t.Run(fmt.Sprint(pipe), func(t *testing.T) {
 			u := &uint8Nop{}
-			s, err := inference.New(inference.Config{Backend: u, Model: tinyModel(t), Height: 32, Width: 32, MaxBatch: 8,
-				Workers: 2, Pipeline: pipe, MaxQueueDelay: 200 * time.Microsecond, Normalization: norm})
+			s, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 8, Workers: 2, Pipeline: pipe, Normalization: norm}, Backend: u, Model: tinyModel(t),
+				MaxQueueDelay: 200 * time.Microsecond})
 			require.NoError(t, err)
 			defer s.Close()
 			first := u.floats.Load() // New's first inferences

@@ -203,7 +203,7 @@ func inProcess(t *testing.T, model, seed uint64, n, side int) (images, logits []
 	t.Helper()
 	m, err := resnet.New(resnet.Tiny(), model)
 	require.NoError(t, err)
-	ref, err := inference.New(inference.Config{Model: m, Height: side, Width: side, MaxBatch: 4})
+	ref, err := inference.New(inference.Config{Options: inference.Options{Height: side, Width: side, MaxBatch: 4}, Model: m})
 	require.NoError(t, err)
 	defer ref.Close()
 	rng := rand.New(rand.NewPCG(seed, seed+1))

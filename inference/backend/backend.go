@@ -163,30 +163,52 @@ func ParseConvs(s string) (Convs, error) {
 
 // Options says what an Engine must be able to run. The server fills every field.
 type Options struct {
-	Workers   int       // compute workers, at least 1
-	Slots     int       // batches in flight per worker, at least 1
-	MaxBatch  int       // the largest batch one slot holds
-	Height    int       // input height in pixels
-	Width     int       // input width in pixels
-	Pipeline  Pipeline  // stage arrangement
-	Precision Precision // arithmetic
-	Graphs    bool      // capture the forward pass in a graph per batch size (GPU)
-	Convs     Convs     // how convolutions run (GPU); the zero value is ConvsLegacy
-	Devices   []int     // device ordinals to spread workers over; empty means device 0
-	// PinnedInput promises input from Allocator.AllocHost: the Engine makes no
-	// staging buffers for pageable input (which it must still accept, if slower).
-	PinnedInput bool
-	// Batches lists the batch sizes to prepare at start-up (plans, graphs); other
-	// sizes up to MaxBatch must still work, possibly slower on first use.
+	// Height and Width are the input size in pixels; in inference.Config 0
+	// means 250 (the seed's). At most 8192.
+	Height, Width int
+	// MaxBatch is the largest batch a request (or a merged batch) may have,
+	// and so the largest one slot holds; in inference.Config 0 means
+	// inference.DefaultMaxBatch. At most 4096, and MaxBatch images may hold
+	// at most 2^31 values.
+	MaxBatch int
+	// Batches lists the batch sizes to prepare at start-up (plans, graphs);
+	// other sizes up to MaxBatch must still work, possibly slower on first
+	// use. If empty, {1}.
 	Batches []int
-	// Normalization is how a Uint8Worker normalises uint8 input; zero means
-	// ImageNet.
-	Normalization Normalization
+	// Workers is the number of compute workers; in inference.Config 0 means
+	// 1. At most 256.
+	Workers int
+	// Pipeline arranges the stages of every worker; the zero value is Serial.
+	Pipeline Pipeline
+	// Slots is the number of batches in flight per worker; in
+	// inference.Config 0 means 1 for Serial and 3 for Overlap (one copying
+	// in, one computing, one copying out). At most 16.
+	Slots int
+	// Precision is the arithmetic (zero: fp32), Graphs captures the forward
+	// pass in a graph per batch size (GPU), Convs says how convolutions run
+	// (GPU; zero: ConvsLegacy), and Devices lists the device ordinals the
+	// workers are spread over (empty: device 0).
+	Precision Precision
+	Graphs    bool
+	Convs     Convs
+	Devices   []int
+	// PinnedInput promises input from Allocator.AllocHost (inference's
+	// AllocInput): the CUDA back-end then makes no pinned staging buffer per
+	// slot for pageable input (MaxBatch images each, page-locked during
+	// warm-up) and copies any pageable input through the driver, which is
+	// slower. Leave it false unless callers use AllocInput.
+	PinnedInput bool
 	// AlgoCache is where a GPU back-end keeps the algorithms it chose by
-	// measuring, so that a later start can skip the search: "" is the back-end's
-	// default location, "off" keeps no cache (every start searches), anything
-	// else is a file path. A fresh path forces a cold start.
+	// measuring, so that a later start can skip the search: "" is the
+	// back-end's default location, "off" keeps no cache (every start
+	// searches), anything else is a file path. A fresh path forces a cold
+	// start.
 	AlgoCache string
+	// Normalization maps uint8 inputs to the model's float input, per
+	// channel; zero means ImageNet. A back-end whose workers are Uint8Workers
+	// (cuda) normalises on the device; others get the input normalised on
+	// the host at Submit.
+	Normalization Normalization
 }
 
 // A Backend makes Engines for one kind of device.

@@ -32,7 +32,7 @@ type served struct {
 
 func serve(t *testing.T) *served {
 	t.Helper()
-	srv, err := inference.New(inference.Config{BackendName: "nop", Arch: resnet.Tiny(), Height: side, Width: side, MaxBatch: 4, Batches: []int{1, 4}})
+	srv, err := inference.New(inference.Config{Options: inference.Options{Height: side, Width: side, MaxBatch: 4, Batches: []int{1, 4}}, BackendName: "nop", Arch: resnet.Tiny()})
 	require.NoError(t, err)
 	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestGRPCSendsARequestInOneWrite(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	const h, w = 250, 250 // 750 KB of FP32, more than gRPC's default buffers
-	srv, err := inference.New(inference.Config{BackendName: "nop", Arch: resnet.Tiny(), Height: h, Width: w, MaxBatch: 1, Batches: []int{1}})
+	srv, err := inference.New(inference.Config{Options: inference.Options{Height: h, Width: w, MaxBatch: 1, Batches: []int{1}}, BackendName: "nop", Arch: resnet.Tiny()})
 	require.NoError(t, err)
 	model, err := protocol.NewModel(srv, protocol.ModelConfig{})
 	require.NoError(t, err)

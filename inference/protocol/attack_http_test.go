@@ -154,7 +154,7 @@ func TestJSONDataShapeAttack(t *testing.T) {
 			// A server of its own, so no idle buffer is left from another case.
 			m, err := resnet.New(resnet.Tiny(), 1)
 			require.NoError(t, err)
-			srv, err := inference.New(inference.Config{BackendName: "nop", Model: m, Height: hw, Width: hw, MaxBatch: batch})
+			srv, err := inference.New(inference.Config{Options: inference.Options{Height: hw, Width: hw, MaxBatch: batch}, BackendName: "nop", Model: m})
 			require.NoError(t, err)
 			model, err := protocol.NewModel(srv, protocol.ModelConfig{})
 			require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestBinaryClaimAttack(t *testing.T) {
 	const batch, hw = 64, 224
 	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
-	srv, err := inference.New(inference.Config{BackendName: "nop", Model: m, Height: hw, Width: hw, MaxBatch: batch, QueuePolicy: inference.Reject})
+	srv, err := inference.New(inference.Config{Options: inference.Options{Height: hw, Width: hw, MaxBatch: batch}, BackendName: "nop", Model: m, QueuePolicy: inference.Reject})
 	require.NoError(t, err)
 	model, err := protocol.NewModel(srv, protocol.ModelConfig{InflightBytes: 1}) // raised to one batch
 	require.NoError(t, err)

@@ -129,8 +129,9 @@ func benchServer(b *testing.B, h, w, maxBatch int, batches []int) *benchFixture 
 		b.Fatal(err)
 	}
 	srv, err := inference.New(inference.Config{
-		BackendName: *benchBackend, Model: m, Height: h, Width: w, MaxBatch: maxBatch, Batches: batches,
-		Workers: *benchWorkers, Pipeline: pipe, Precision: prec, Graphs: *benchGraphs, PinnedInput: true, MaxQueue: 4096,
+		Options:     backend.Options{Height: h, Width: w, MaxBatch: maxBatch, Batches: batches, Workers: *benchWorkers, Pipeline: pipe, Precision: prec, Graphs: *benchGraphs, PinnedInput: true},
+		BackendName: *benchBackend, Model: m,
+		MaxQueue: 4096,
 	})
 	if err != nil {
 		if *benchBackend == "cuda" {

@@ -26,7 +26,7 @@ import (
 func fuzzService(t testing.TB) *Service {
 	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
-	srv, err := inference.New(inference.Config{Model: m, Height: 32, Width: 32, MaxBatch: 2})
+	srv, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, Model: m})
 	require.NoError(t, err)
 	model, err := NewModel(srv, ModelConfig{})
 	require.NoError(t, err)

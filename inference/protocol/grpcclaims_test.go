@@ -33,7 +33,7 @@ const claimBatch = 512
 // addresses by implementation.
 func claimServers(t *testing.T) map[string]string {
 	t.Helper()
-	cfg := inference.Config{Model: tinyModel(t), Height: side, Width: side, MaxBatch: claimBatch}
+	cfg := inference.Config{Options: inference.Options{Height: side, Width: side, MaxBatch: claimBatch}, Model: tinyModel(t)}
 	srv, err := inference.New(cfg)
 	require.NoError(t, err)
 	m, err := protocol.NewModel(srv, protocol.ModelConfig{InflightBytes: 1})

@@ -67,7 +67,7 @@ func logitsOverEveryTransport(t *testing.T, cfg inference.Config) {
 // with several goroutines (8 MiB) is answered as in process.
 func TestLargeRequestsEqualInProcessBitForBit(t *testing.T) {
 	const n = 704 // 704 x 3x32x32 FP32: 8.65 MB
-	f := newFixture(t, fixtureOpts{cfg: inference.Config{MaxBatch: n}})
+	f := newFixture(t, fixtureOpts{cfg: inference.Config{Options: inference.Options{MaxBatch: n}}})
 	images := randomImages(7, n)
 	want := f.inProcess(t, images)
 	clients := map[string]client.Client{

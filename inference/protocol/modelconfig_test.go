@@ -25,11 +25,13 @@ func TestModelConfigurationOverBothTransports(t *testing.T) {
 		http string
 		db   *v2pb.ModelDynamicBatching
 	}{
-		{name: "no dynamic batching", cfg: inference.Config{MaxBatch: 8},
+		{name: "no dynamic batching", cfg: inference.Config{
+			Options: inference.Options{MaxBatch: 8}},
 			http: `{"name":"resnet18","platform":"inferbench_resnet","backend":"cpu","max_batch_size":8,` +
 				`"input":[{"name":"input","data_type":"TYPE_FP32","format":"FORMAT_NCHW","dims":[3,32,32]}],` +
 				`"output":[{"name":"logits","data_type":"TYPE_FP32","dims":[5]}]}`},
-		{name: "dynamic batching", cfg: inference.Config{MaxBatch: 4, MaxQueueDelay: 1500 * time.Nanosecond, PreferredBatches: []int{2, 4}},
+		{name: "dynamic batching", cfg: inference.Config{
+			Options: inference.Options{MaxBatch: 4}, MaxQueueDelay: 1500 * time.Nanosecond, PreferredBatches: []int{2, 4}},
 			http: `{"name":"resnet18","platform":"inferbench_resnet","backend":"cpu","max_batch_size":4,` +
 				`"input":[{"name":"input","data_type":"TYPE_FP32","format":"FORMAT_NCHW","dims":[3,32,32]}],` +
 				`"output":[{"name":"logits","data_type":"TYPE_FP32","dims":[5]}],` +

@@ -21,7 +21,7 @@ import (
 // server's in-process answer for the same images bit for bit, with and
 // without staging buffers (PinnedInput).
 func TestSharedMemoryOnCUDA(t *testing.T) {
-	probe, err := inference.New(inference.Config{BackendName: "cuda", Model: tinyModel(t), Height: side, Width: side, MaxBatch: 1})
+	probe, err := inference.New(inference.Config{Options: inference.Options{Height: side, Width: side, MaxBatch: 1}, BackendName: "cuda", Model: tinyModel(t)})
 	if errors.Is(err, backend.ErrNoGPU) {
 		t.Skipf("no CUDA device: %v", err)
 	}
@@ -34,7 +34,7 @@ func TestSharedMemoryOnCUDA(t *testing.T) {
 			dir, err := os.MkdirTemp("/dev/shm", "inferbench-test-")
 			require.NoError(t, err)
 			t.Cleanup(func() { os.RemoveAll(dir) })
-			o := fixtureOpts{cfg: inference.Config{BackendName: "cuda", PinnedInput: pinnedInput, Batches: []int{1, 4}}}
+			o := fixtureOpts{cfg: inference.Config{Options: inference.Options{PinnedInput: pinnedInput, Batches: []int{1, 4}}, BackendName: "cuda"}}
 			o.opts.SharedMemory.Dir = dir
 			o.opts.SharedMemory.Enabled = true
 			f := newFixture(t, o)

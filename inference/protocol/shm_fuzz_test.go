@@ -34,7 +34,7 @@ func fuzzSHMService(t testing.TB) *Service {
 	m, err := resnet.New(resnet.Tiny(), 1)
 	require.NoError(t, err)
 	be := fakegpu.Wrap(cpu.New(), 1)
-	srv, err := inference.New(inference.Config{Backend: be, Model: m, Height: 32, Width: 32, MaxBatch: 2})
+	srv, err := inference.New(inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 2}, Backend: be, Model: m})
 	require.NoError(t, err)
 	model, err := NewModel(srv, ModelConfig{})
 	require.NoError(t, err)

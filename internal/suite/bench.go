@@ -274,7 +274,7 @@ func ServerOverhead(b *testing.B) { runSubs(b, "ServerOverhead") }
 // needs testing's allocation counts, so only go test runs it.
 func overheadSub(p point) sub {
 	return sub{name: p.name, bench: func(b *testing.B) {
-		cfg := inference.Config{Backend: nop.New(), Model: benchTiny(b), Height: 32, Width: 32, MaxBatch: 1, Workers: p.workers}
+		cfg := inference.Config{Options: inference.Options{Height: 32, Width: 32, MaxBatch: 1, Workers: p.workers}, Backend: nop.New(), Model: benchTiny(b)}
 		if p.batching == "on" {
 			cfg.MaxQueueDelay = time.Millisecond
 		}

@@ -19,7 +19,7 @@ func TestBurstThroughputAndLatencyOnAKnownSchedule(t *testing.T) {
 		// One serial worker, 2 ms a batch: after the warm-up, the k-th of 10
 		// requests sent at once is answered at 2k ms.
 		sc := &scripted{compute: func(int) time.Duration { return 2 * time.Millisecond }}
-		s := scriptedServer(t, sc, inference.Config{Workers: 1})
+		s := scriptedServer(t, sc, inference.Config{Options: inference.Options{Workers: 1}})
 		defer s.Close()
 		in := inference.NewInput(4, 32, 32)
 		res, err := loadgen.Run(context.Background(), serverTarget{s: s, in: in}, loadgen.Spec{Mode: loadgen.Burst, Warmup: true}, 10)

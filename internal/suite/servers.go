@@ -57,10 +57,9 @@ func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs 
 		devs[i] = i
 	}
 	cfg := inference.Config{
+		Options:     backend.Options{Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch}, Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs, PinnedInput: c.flags.pinned},
 		BackendName: be, Seed: c.flags.seed,
-		Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch},
-		Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs,
-		MaxQueue: 4096, PinnedInput: c.flags.pinned, IdlePoll: c.flags.idlePoll,
+		MaxQueue: 4096, IdlePoll: c.flags.idlePoll,
 	}
 	if c.flags.checkpoint != "" {
 		cfg.Checkpoint = c.flags.checkpoint // loaded, and timed, by New

@@ -277,7 +277,7 @@ func TestWarmupRequestStaysOutOfEveryFigure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sc := &scripted{compute: slowFirst}
-				s := scriptedServer(t, sc, inference.Config{Workers: 1})
+				s := scriptedServer(t, sc, inference.Config{Options: inference.Options{Workers: 1}})
 				defer s.Close()
 				target := serverTarget{s: s, in: inference.NewInput(1, 32, 32)}
 				m, err := measure(context.Background(), inprocView{s}, runSpec{target: target, batch: 1, load: tc.spec, n: 5, window: tc.window})
