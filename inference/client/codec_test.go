@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 func TestCodecMarshalsAsProtobufWithoutCopyingRawInputs(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/inferbench/inferbench/inference/client"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // peerRecorder answers ModelInfer with an empty response once the request's

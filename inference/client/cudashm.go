@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // CudaSharedMemoryRegion is one registered CUDA shared-memory region.

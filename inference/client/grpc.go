@@ -22,7 +22,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference/internal/net/bufpool"
 	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 	"github.com/inferbench/inferbench/internal/busyread"
 )
 

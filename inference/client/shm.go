@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // Region names where a tensor lies in a registered system shared-memory

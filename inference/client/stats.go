@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // StatisticDuration is a count and the cumulative time of what it counts, in

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // inferStream carries the Infer calls of one connection as messages of one

@@ -24,7 +24,7 @@ import (
 	"github.com/inferbench/inferbench/inference/internal/gpu/fakegpu"
 	"github.com/inferbench/inferbench/inference/nop"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // CUDA shared memory without a GPU: the fixtures serve on

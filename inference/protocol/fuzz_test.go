@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // fuzzService serves resnet.Tiny at 32x32 (at most 2 images a request) on

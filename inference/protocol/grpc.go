@@ -16,7 +16,7 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/internal/net/bufpool"
 	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // DefaultStreamWindow is a gRPC call's default HTTP/2 receive window: large

@@ -20,7 +20,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // claimBatch is the batch of the requests of the tests of declared

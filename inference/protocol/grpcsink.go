@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/inferbench/inferbench/inference/internal/net/h2grpc"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // grpcSink is the h2grpc server's SinkFunc: a ModelInferRequest, as a

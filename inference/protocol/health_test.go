@@ -20,7 +20,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // TestHealthHTTPHandlerServesOnlyHealth: the health-only handler answers

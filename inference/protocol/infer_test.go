@@ -13,7 +13,7 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/internal/half"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 func bits(v []float32) []uint32 {

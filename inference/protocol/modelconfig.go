@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // Triton's model configuration and statistics extensions

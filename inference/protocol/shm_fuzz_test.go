@@ -18,8 +18,8 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/cpu"
 	"github.com/inferbench/inferbench/inference/internal/gpu/fakegpu"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // fuzzSHMService is fuzzService with shared memory under a temporary

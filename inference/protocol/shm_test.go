@@ -28,8 +28,8 @@ import (
 	"github.com/inferbench/inferbench/inference/cpu"
 	"github.com/inferbench/inferbench/inference/internal/half"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // Shared-memory objects live in a temporary directory that stands for

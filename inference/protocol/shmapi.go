@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // maxRegisterBody bounds the JSON body of a shared-memory registration.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // streamRequest is a ModelInferRequest of images as raw FP32 contents.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/inferbench/inferbench/inference/client"
-	"github.com/inferbench/inferbench/inference/protocol/v2pb"
+	"github.com/inferbench/inferbench/inference/v2pb"
 )
 
 // peerSet records the client addresses (one per connection) requests came
