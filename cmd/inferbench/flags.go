@@ -14,7 +14,7 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/internal/modelflag"
 )
 
 // Defaults of serve's front-door flags.
@@ -29,36 +29,35 @@ const (
 // serveFlags are serve's settings: one flag per inference.Config field, and
 // the front door's.
 type serveFlags struct {
-	cfg inference.Config
+	cfg    inference.Config
+	shared modelflag.Flags // the flags the suite takes too
 
-	modelName, modelVersion                 string
-	httpAddr, grpcAddr, metricsAddr         string
-	grace, drainDelay                       time.Duration
-	maxBody                                 int64
-	readHeaderTimeout, readTimeout          time.Duration
-	writeTimeout, idleTimeout               time.Duration
-	maxHeaderBytes, maxConns, healthConns   int
-	tlsCertFile, tlsKeyFile                 string
-	tlsCert                                 *tls.Certificate // loaded by check
-	grpcMaxStreams                          uint
-	grpcServer                              string
-	grpcWindow                              int64
-	inflightBytes                           int64
-	shm                                     bool
-	shmMaxRegions                           int
-	shmMaxBytes                             int64
-	maxIDBytes                              int
-	shmKeyPrefix, shmHeader                 string
-	shmHeaderName, shmHeaderValue           string // -shm-header parsed
-	norm                                    protocol.Normalization
-	tracePath, cpuProfile                   string
-	logFormat                               string
-	gcPercent                               int
-	modelKind                               string
-	size                                    string
-	pipeline, precision, convs, queuePolicy string
-	devices, batches, preferred             string
-	uint8Mean, uint8Std                     string
+	modelName, modelVersion               string
+	httpAddr, grpcAddr, metricsAddr       string
+	grace, drainDelay                     time.Duration
+	maxBody                               int64
+	readHeaderTimeout, readTimeout        time.Duration
+	writeTimeout, idleTimeout             time.Duration
+	maxHeaderBytes, maxConns, healthConns int
+	tlsCertFile, tlsKeyFile               string
+	tlsCert                               *tls.Certificate // loaded by check
+	grpcMaxStreams                        uint
+	grpcServer                            string
+	grpcWindow                            int64
+	inflightBytes                         int64
+	shm                                   bool
+	shmMaxRegions                         int
+	shmMaxBytes                           int64
+	maxIDBytes                            int
+	shmKeyPrefix, shmHeader               string
+	shmHeaderName, shmHeaderValue         string // -shm-header parsed
+	norm                                  protocol.Normalization
+	tracePath, cpuProfile                 string
+	logFormat                             string
+	gcPercent                             int
+	pipeline, precision, queuePolicy      string
+	devices, batches, preferred           string
+	uint8Mean, uint8Std                   string
 }
 
 // parseServe reads serve's flags; every bad value names its flag and rule.
@@ -69,16 +68,12 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	c := &f.cfg
 	// The model and the back-end (inference.Config).
 	fs.StringVar(&c.BackendName, "backend", "cpu", "back-end: cpu (pure Go), cuda (cuDNN; a -tags cuda build on a GPU machine) or nop (zero-cost, measures the server itself)")
-	fs.StringVar(&c.Checkpoint, "checkpoint", "", "serve a torchvision ResNet checkpoint (.pt/.pth zip or legacy pickle, .safetensors) instead of the embedded seeded model")
-	fs.StringVar(&f.modelKind, "model", "resnet18", "embedded model when there is no -checkpoint: resnet18 or tiny")
-	fs.Uint64Var(&c.Seed, "seed", inference.DefaultSeed, "seed of the embedded model's initialisation")
-	fs.StringVar(&f.size, "size", fmt.Sprintf("%dx%d", inference.DefaultHeight, inference.DefaultWidth), "input height x width in pixels")
+	f.shared.Register(fs, "seed of the embedded model's initialisation", "gRPC: the server's implementation")
 	fs.IntVar(&c.Workers, "workers", 1, "compute workers (each with its own stream on a GPU)")
 	fs.StringVar(&f.pipeline, "pipeline", "serial", "serial (copy-in, compute, copy-out in turn) or overlap (three stages, three batches in flight per worker)")
 	fs.IntVar(&c.Slots, "slots", 0, "batches in flight per worker (0: 1 for serial, 3 for overlap)")
 	fs.StringVar(&f.precision, "precision", "fp32", "arithmetic: fp32, tf32 or fp16 (tf32 and fp16 on cuda)")
 	fs.BoolVar(&c.Graphs, "graphs", false, "replay the forward pass as a CUDA graph per prepared batch size (cuda)")
-	fs.StringVar(&f.convs, "convs", "legacy", "convolutions: graph (cuDNN's backend API, fused with bias, residual and ReLU, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward) (cuda)")
 	fs.StringVar(&f.devices, "devices", "0", "GPU ordinals to spread the workers over, comma-separated (cuda)")
 	fs.BoolVar(&c.PinnedInput, "pinned-input", true, "the front door decodes requests into the server's AllocInput memory, so the cuda back-end needs no staging buffers (false: make them anyway)")
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
@@ -93,7 +88,6 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the serving, from the end of the warm-up to the end of the drain, to this file")
 	// The front door.
-	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name in URLs and requests")
 	fs.StringVar(&f.modelVersion, "model-version", "1", "the model's version")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8000", "HTTP/REST listen address (empty: no HTTP)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", ":8001", "gRPC listen address (empty: no gRPC)")
@@ -111,7 +105,6 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.tlsCertFile, "tls-cert", "", "PEM certificate chain: serve HTTP (h2 and http/1.1) and gRPC over TLS 1.2 or later with it and -tls-key (both or neither; the metrics listener stays plain)")
 	fs.StringVar(&f.tlsKeyFile, "tls-key", "", "PEM private key of -tls-cert")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 128, "gRPC: concurrent calls per connection")
-	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC: the server's implementation: h2grpc (this module's own HTTP/2 server: a request's raw input goes from the socket straight into its input buffer) or grpc-go")
 	fs.Int64Var(&f.grpcWindow, "grpc-window", protocol.DefaultStreamWindow, "gRPC: bytes a client may send on a call ahead of what the server has read (its HTTP/2 receive window; a connection's is 4 times it); 64 KiB to 256 MiB, capped at -max-body")
 	fs.Int64Var(&f.inflightBytes, "inflight-bytes", protocol.DefaultInflightBytes, "input bytes held by requests being decoded or served at most; a request past it waits (block) or is refused (reject)")
 	fs.BoolVar(&f.shm, "shm", false, "shared memory: turn on the system and (on -backend cuda) CUDA shared-memory API, fenced by the -shm-* flags (docs/DEPLOY.md, Security)")
@@ -148,20 +141,13 @@ func (f *serveFlags) check() error {
 	if !slices.Contains(backend.Names(), c.BackendName) {
 		return fmt.Errorf("-backend %q: want one of %s", c.BackendName, strings.Join(backend.Names(), ", "))
 	}
-	switch f.modelKind {
-	case "resnet18":
-		c.Arch = resnet.ResNet18()
-	case "tiny":
-		c.Arch = resnet.Tiny()
-	default:
-		return fmt.Errorf("-model %q: want resnet18 or tiny", f.modelKind)
+	sh := &f.shared
+	c.Checkpoint, c.Seed, f.modelName, f.grpcServer = sh.Checkpoint, sh.Seed, sh.ModelName, sh.GRPCServer
+	if c.Arch, err = modelflag.Arch(sh.Model); err != nil {
+		return fmt.Errorf("-model %q: %v", sh.Model, err)
 	}
-	h, w, ok := strings.Cut(f.size, "x")
-	if c.Height, err = strconv.Atoi(h); !ok || err != nil || c.Height < resnet.MinSize {
-		return fmt.Errorf("-size %q: want HxW, each at least %d", f.size, resnet.MinSize)
-	}
-	if c.Width, err = strconv.Atoi(w); err != nil || c.Width < resnet.MinSize {
-		return fmt.Errorf("-size %q: want HxW, each at least %d", f.size, resnet.MinSize)
+	if c.Height, c.Width, err = modelflag.ParseSize(sh.Size); err != nil {
+		return fmt.Errorf("-size %q: %v", sh.Size, err)
 	}
 	if c.Pipeline, err = backend.ParsePipeline(f.pipeline); err != nil {
 		return fmt.Errorf("-pipeline: %v", err)
@@ -169,7 +155,7 @@ func (f *serveFlags) check() error {
 	if c.Precision, err = backend.ParsePrecision(f.precision); err != nil {
 		return fmt.Errorf("-precision: %v", err)
 	}
-	if c.Convs, err = backend.ParseConvs(f.convs); err != nil {
+	if c.Convs, err = modelflag.ParseConvs(sh.Convs); err != nil {
 		return fmt.Errorf("-convs: %v", err)
 	}
 	switch f.queuePolicy {
@@ -196,8 +182,8 @@ func (f *serveFlags) check() error {
 	if f.grpcWindow < 64<<10 || f.grpcWindow > 256<<20 {
 		return fmt.Errorf("-grpc-window %d: want 64 KiB (65536) to 256 MiB (268435456)", f.grpcWindow)
 	}
-	if f.grpcServer != protocol.GRPCServerH2 && f.grpcServer != protocol.GRPCServerGo {
-		return fmt.Errorf("-grpc-server %q: want %s or %s", f.grpcServer, protocol.GRPCServerH2, protocol.GRPCServerGo)
+	if err := modelflag.CheckGRPCServer(f.grpcServer); err != nil {
+		return fmt.Errorf("-grpc-server %q: %v", f.grpcServer, err)
 	}
 	if f.grpcMaxStreams < 1 {
 		return fmt.Errorf("-grpc-max-streams must be at least 1")

@@ -22,7 +22,7 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-workers", "0"}, "-workers 0: must be at least 1"},
 		{[]string{"serve", "-max-batch", "-3"}, "-max-batch -3: must be at least 1"},
 		{[]string{"serve", "-size", "250"}, `-size "250": want HxW`},
-		{[]string{"serve", "-size", "16x16"}, "each at least 32"},
+		{[]string{"serve", "-size", "16x16"}, `-size "16x16": resnet: input 16x16, want at least 32x32`},
 		{[]string{"serve", "-pipeline", "parallel"}, `-pipeline: backend: unknown pipeline "parallel"`},
 		{[]string{"serve", "-precision", "bf16"}, `unknown precision "bf16"`},
 		{[]string{"serve", "-queue-policy", "drop"}, `-queue-policy "drop": want block or reject`},

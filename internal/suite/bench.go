@@ -124,13 +124,13 @@ func runServer(b runB, sb *subBench, batch int, spec loadgen.Spec, extra func(*m
 			b.Fatal(err)
 		}
 		defer s.FreeInput(in)
-		rng := rand.New(rand.NewPCG(conf.flags.seed, 99))
+		rng := rand.New(rand.NewPCG(conf.flags.shared.Seed, 99))
 		for i := range in.Data {
 			in.Data[i] = float32(rng.NormFloat64())
 		}
 		if sb.input == "uint8" {
 			// Bytes in the first quarter of the same (on cuda: pinned) memory.
-			in = inference.Tensor{Shape: in.Shape, Datatype: inference.Uint8, Bytes: randomBytes(floatBytes(in.Data)[:len(in.Data)], conf.flags.seed)}
+			in = inference.Tensor{Shape: in.Shape, Datatype: inference.Uint8, Bytes: randomBytes(floatBytes(in.Data)[:len(in.Data)], conf.flags.shared.Seed)}
 		}
 		rs.target = serverTarget{s: s, in: in, log: log}
 		view, warm, peakRSS = inprocView{s}, warmupInfo{known: true, Warmup: s.Warmup()}, sb.peakRSS
@@ -234,7 +234,7 @@ func (c *config) scenarioSub(prefix string, p point) (sub, error) {
 	sb := subBenchFor(prefix+"/"+p.name, cfg)
 	sb.input = p.input
 	return sub{name: p.name, sb: sb, run: func(b runB) {
-		runServer(b, sb, p.batch, sc.Load(r, c.flags.seed), func(m *measurement) []figure {
+		runServer(b, sb, p.batch, sc.Load(r, c.flags.shared.Seed), func(m *measurement) []figure {
 			o := sc.Judge(&m.final, p.batch, c.slo)
 			if b.iterations() > 1 || c.benchtime == "1x" {
 				b.Log(describeOutcome(o, r, c.slo))
@@ -391,7 +391,7 @@ func runCapacity(b runB, sb *subBench, batch int) {
 	n := b.iterations()
 	for i := range n {
 		c, err := loadgen.SearchCapacity(context.Background(), t, loadgen.CapacitySpec{
-			SLO: conf.slo.Latency, Quantile: conf.slo.Quantile, Trial: conf.flags.trial, Seed: conf.flags.seed + uint64(i)})
+			SLO: conf.slo.Latency, Quantile: conf.slo.Quantile, Trial: conf.flags.trial, Seed: conf.flags.shared.Seed + uint64(i)})
 		if err != nil {
 			b.Fatal(err)
 		}

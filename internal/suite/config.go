@@ -43,7 +43,7 @@ func (c *config) configLines() []backend.KV {
 		{Key: "model", Value: c.model},
 		{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
 		{Key: "checkpoint", Value: c.checkpoint},
-		{Key: "seed", Value: strconv.FormatUint(f.seed, 10)},
+		{Key: "seed", Value: strconv.FormatUint(f.shared.Seed, 10)},
 		{Key: "pinned-input", Value: strconv.FormatBool(f.pinned)},
 		{Key: "poisson", Value: strconv.FormatBool(f.poisson)},
 		{Key: "window", Value: c.windowLine()},
@@ -51,8 +51,8 @@ func (c *config) configLines() []backend.KV {
 	}
 	// Every result before -convs existed ran the legacy path: only the graph
 	// path gets a line, so that those results still compare.
-	if f.convs != backend.ConvsLegacy.String() {
-		lines = append(lines, backend.KV{Key: "convs", Value: f.convs})
+	if f.shared.Convs != backend.ConvsLegacy.String() {
+		lines = append(lines, backend.KV{Key: "convs", Value: f.shared.Convs})
 	}
 	// Every result before -idle-poll existed slept at once: only a set
 	// value gets a line.
@@ -60,8 +60,8 @@ func (c *config) configLines() []backend.KV {
 		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
 	}
 	// Every result before -grpc-server existed was served by grpc-go.
-	if c.grpcWire() && f.grpcServer != protocol.GRPCServerGo {
-		lines = append(lines, backend.KV{Key: "grpc-server", Value: f.grpcServer})
+	if c.grpcWire() && f.shared.GRPCServer != protocol.GRPCServerGo {
+		lines = append(lines, backend.KV{Key: "grpc-server", Value: f.shared.GRPCServer})
 	}
 	return append(lines, c.clientLines()...)
 }
@@ -108,9 +108,9 @@ func (c *config) targetLines() []backend.KV {
 	}
 	return append(append(kv,
 		backend.KV{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
-		backend.KV{Key: "model", Value: c.flags.modelName},
+		backend.KV{Key: "model", Value: c.flags.shared.ModelName},
 		backend.KV{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
-		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.seed, 10)},
+		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.shared.Seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},
 		backend.KV{Key: "window", Value: c.windowLine()},
 	), c.clientLines()...)

@@ -295,7 +295,7 @@ func (c *config) loadSpec(p point) loadgen.Spec {
 	case loadgen.Closed:
 		return loadgen.Spec{Mode: p.load, Concurrency: p.conc}
 	case loadgen.Open:
-		return loadgen.Spec{Mode: p.load, Rate: p.rate, Poisson: c.flags.poisson, Seed: c.flags.seed}
+		return loadgen.Spec{Mode: p.load, Rate: p.rate, Poisson: c.flags.poisson, Seed: c.flags.shared.Seed}
 	}
 	return loadgen.Spec{Mode: p.load}
 }

@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/loadgen"
-	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/resnet"
+	"github.com/inferbench/inferbench/internal/modelflag"
 )
 
 // settings are the suite's command-line flags as given. Lists are
@@ -31,10 +30,8 @@ type settings struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads string
 	concurrency, rate                                                         string
 	poisson                                                                   bool
-	checkpoint, model, size                                                   string
-	convs                                                                     string
+	shared                                                                    modelflag.Flags // the flags serve takes too
 	pinned, cold, grpcStream                                                  bool
-	seed                                                                      uint64
 	slo                                                                       string
 	trial, delay, idlePoll, clientPoll                                        time.Duration
 	curve, timeline, csv, requests                                            string
@@ -43,8 +40,8 @@ type settings struct {
 	grpcConns                                                                 int
 	stability                                                                 float64
 	scenarios                                                                 string
-	transports, serveBin, modelName, servers                                  string
-	grpcClient, grpcServer                                                    string
+	transports, serveBin, servers                                             string
+	grpcClient                                                                string
 	inputs, batching                                                          string
 	targets                                                                   targetList
 	targetCA                                                                  string
@@ -65,24 +62,21 @@ func (l *targetList) Set(s string) error {
 // register defines the flags on fs.
 func (f *settings) register(fs *flag.FlagSet) {
 	f.fs = fs
+	f.shared.Register(fs, "seed of the model, the inputs and the Poisson arrivals",
+		"gRPC transports: the gRPC server the suite starts (serve -grpc-server; a config line when h2grpc)")
 	fs.StringVar(&f.backends, FlagBackends, "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
 	fs.StringVar(&f.batches, FlagBatches, "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
 	fs.StringVar(&f.workers, FlagWorkers, "", "compute workers (default 1,2)")
 	fs.StringVar(&f.pipelines, FlagPipelines, "serial,overlap", "serial, overlap")
 	fs.StringVar(&f.precisions, FlagPrecisions, "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
 	fs.StringVar(&f.graphs, FlagGraphs, "off", "CUDA graphs: on, off")
-	fs.StringVar(&f.convs, "convs", "legacy", "convolutions (cuda): graph (cuDNN's backend API, fused, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)")
 	fs.StringVar(&f.devices, FlagDevices, "1", "GPUs to spread workers over (cuda)")
 	fs.StringVar(&f.loads, FlagLoads, "burst", "load: burst, closed, open")
 	fs.StringVar(&f.concurrency, FlagConcurrency, "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
 	fs.StringVar(&f.rate, FlagRate, "100", "open loop and the Server scenario: requests per second, a list or start:stop:step range such as 1000:20000:1000")
 	fs.BoolVar(&f.poisson, "poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
-	fs.StringVar(&f.checkpoint, "checkpoint", "", "model checkpoint (.pt/.pth/.safetensors); empty = the seeded -model")
-	fs.StringVar(&f.model, "model", "resnet18", "seeded model when there is no checkpoint: resnet18 or tiny")
-	fs.StringVar(&f.size, "size", "250x250", "input HxW in pixels")
 	fs.BoolVar(&f.pinned, "pinned-input", false, "set Config.PinnedInput: the suite's inputs come from AllocInput, so the cuda back-end needs no staging buffers (shorter warm-up)")
 	fs.BoolVar(&f.cold, "cold", false, "start every server with an empty algorithm cache (cuda), so every -count run measures a cold warm-up")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the model, the inputs and the Poisson arrivals")
 	fs.StringVar(&f.slo, "slo", "p99=10ms", "latency objective PERCENTILE=DURATION (p99=10ms, p90=5ms; a bare duration means p99): the capacity search's, and the Server scenario's bound")
 	fs.DurationVar(&f.trial, "trial", time.Second, "capacity search: length of each trial")
 	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "batching=on (the capacity search's and -batching's): the server's MaxQueueDelay")
@@ -98,14 +92,12 @@ func (f *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.clientPoll, "client-poll", 0, "wire transports: how long the suite's connections look for the server's next bytes before a read sleeps (busy CPUs on the client's side, as -idle-poll on the server's; 0: sleep at once; at most 10ms); a config line when set")
 	fs.BoolVar(&f.grpcStream, "grpc-stream", false, "gRPC transports: send requests as messages of one ModelStreamInfer call per connection (Triton's streaming inference, as perf_analyzer --streaming) instead of a ModelInfer call each; a config line when set")
 	fs.StringVar(&f.grpcClient, "grpc-client", client.TransportH2, "gRPC transports: the client's transport for ModelInfer calls: h2grpc (this module's own HTTP/2 client: requests written from the caller's memory) or grpc-go (-grpc-stream always uses grpc-go); a config line when h2grpc")
-	fs.StringVar(&f.grpcServer, "grpc-server", protocol.GRPCServerH2, "gRPC transports: the gRPC server the suite starts (serve -grpc-server): h2grpc or grpc-go; a config line when h2grpc")
 	fs.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC transports: connections to each server, each request on one with the fewest in flight (one connection has one writer, which a few large requests keep busy)")
 	fs.StringVar(&f.scenarios, FlagScenarios, "SingleStream,MultiStream,Server,Offline", "BenchmarkScenario: MLPerf LoadGen scenarios to run")
 	fs.StringVar(&f.transports, FlagTransports, "", "BenchmarkServer: how requests reach the server: inproc (Server.Submit in this process), or over loopback to an `inferbench serve` process the suite starts: grpc, http, grpc-shm, http-shm (system shared memory), grpc-cudashm, http-cudashm (CUDA shared memory: -backends cuda, a -tags cuda suite) (default inproc; with -target, the URL's scheme)")
 	fs.StringVar(&f.serveBin, "serve-bin", "", "the inferbench binary the wire transports start (default: built once with go build ./cmd/inferbench, with -tags cuda when this binary has it)")
 	fs.Var(&f.targets, "target", "drive running v2 servers instead of starting any: grpc://host:port or http://host:port (grpcs:// or https:// over TLS), repeated or comma-separated (several are driven at once, least outstanding requests first)")
 	fs.StringVar(&f.targetCA, "target-ca", "", "grpcs:// and https:// targets: a PEM file of the CA certificates to trust, or insecure to skip verification (default: the system's roots)")
-	fs.StringVar(&f.modelName, "model-name", "resnet18", "the model's name on the server (-target), and the name the started servers serve it under")
 	fs.StringVar(&f.inputs, FlagInput, "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
 	fs.StringVar(&f.batching, FlagBatching, "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
 	fs.StringVar(&f.servers, FlagServers, "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
@@ -221,8 +213,8 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if c.graphs, err = oneOf("graphs", f.graphs, "on", "off"); err != nil {
 		return nil, err
 	}
-	if _, err := backend.ParseConvs(f.convs); err != nil {
-		return nil, badFlag("convs", f.convs, "want graph or legacy")
+	if _, err := modelflag.ParseConvs(f.shared.Convs); err != nil {
+		return nil, badFlag("convs", f.shared.Convs, "want graph or legacy")
 	}
 	if f.grpcConns < 1 || f.grpcConns > 64 {
 		return nil, badFlag("grpc-conns", strconv.Itoa(f.grpcConns), "connections per server must be 1 to 64")
@@ -259,13 +251,13 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if c.rates, err = rates(f.rate); err != nil {
 		return nil, err
 	}
-	if f.seed == 0 {
+	if f.shared.Seed == 0 {
 		return nil, badFlag("seed", "0", "the seed must be at least 1 (0 means the default seed to inference.Config)")
 	}
 	if err := c.setModel(f); err != nil {
 		return nil, err
 	}
-	if c.h, c.w, err = inputSize(f.size); err != nil {
+	if c.h, c.w, err = inputSize(f.shared.Size); err != nil {
 		return nil, err
 	}
 	if c.slo, err = parseSLO(f.slo); err != nil {
@@ -283,8 +275,8 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if f.grpcClient != client.TransportH2 && f.grpcClient != client.TransportGRPCGo {
 		return nil, badFlag("grpc-client", f.grpcClient, "want %s or %s", client.TransportH2, client.TransportGRPCGo)
 	}
-	if f.grpcServer != protocol.GRPCServerH2 && f.grpcServer != protocol.GRPCServerGo {
-		return nil, badFlag("grpc-server", f.grpcServer, "want %s or %s", protocol.GRPCServerH2, protocol.GRPCServerGo)
+	if err := modelflag.CheckGRPCServer(f.shared.GRPCServer); err != nil {
+		return nil, badFlag(modelflag.GRPCServer, f.shared.GRPCServer, "%v", err)
 	}
 	if f.clientPoll < 0 || f.clientPoll > inference.MaxIdlePoll {
 		return nil, badFlag("client-poll", f.clientPoll.String(), "want 0 to %v", inference.MaxIdlePoll)
@@ -451,16 +443,11 @@ func rates(s string) ([]float64, error) {
 
 // inputSize parses -size HxW.
 func inputSize(s string) (int, int, error) {
-	h, w, ok := strings.Cut(s, "x")
-	hh, err1 := strconv.Atoi(h)
-	ww, err2 := strconv.Atoi(w)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, badFlag("size", s, "want HxW in pixels, such as 250x250")
+	h, w, err := modelflag.ParseSize(s)
+	if err != nil {
+		return 0, 0, badFlag(modelflag.Size, s, "%v", err)
 	}
-	if err := resnet.CheckInput(hh, ww); err != nil {
-		return 0, 0, badFlag("size", s, "%v", err)
-	}
-	return hh, ww, nil
+	return h, w, nil
 }
 
 // parseSLO parses -slo: PERCENTILE=DURATION (p99=10ms) or a bare duration
@@ -509,31 +496,27 @@ func windowSpec(f *settings, tf testingFlags) (*loadgen.WindowSpec, error) {
 // checkpoint.
 func (c *config) setModel(f *settings) error {
 	c.checkpoint = "none"
-	if f.checkpoint == "" {
-		switch f.model {
-		case "resnet18":
-			c.arch = resnet.ResNet18()
-		case "tiny":
-			c.arch = resnet.Tiny()
-		default:
-			return badFlag("model", f.model, "want resnet18 or tiny")
+	if f.shared.Checkpoint == "" {
+		var err error
+		if c.arch, err = modelflag.Arch(f.shared.Model); err != nil {
+			return badFlag(modelflag.Model, f.shared.Model, "%v", err)
 		}
-		c.model = f.model
+		c.model = f.shared.Model
 		return nil
 	}
 	if f.isSet("model") {
-		return badFlag("model", f.model, "a -checkpoint brings its own model: give one or the other")
+		return badFlag("model", f.shared.Model, "a -checkpoint brings its own model: give one or the other")
 	}
-	sum, err := fileSHA256(f.checkpoint)
+	sum, err := fileSHA256(f.shared.Checkpoint)
 	if err != nil {
-		return badFlag("checkpoint", f.checkpoint, "%v", err)
+		return badFlag("checkpoint", f.shared.Checkpoint, "%v", err)
 	}
-	m, err := checkpoint.LoadResNet(f.checkpoint)
+	m, err := checkpoint.LoadResNet(f.shared.Checkpoint)
 	if err != nil {
-		return badFlag("checkpoint", f.checkpoint, "%v", err)
+		return badFlag("checkpoint", f.shared.Checkpoint, "%v", err)
 	}
 	c.arch, c.model = m.Arch, archName(m.Arch)
-	c.checkpoint = filepath.Base(f.checkpoint) + " sha256:" + sum
+	c.checkpoint = filepath.Base(f.shared.Checkpoint) + " sha256:" + sum
 	return nil
 }
 

@@ -82,7 +82,7 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 		f.clients = append(f.clients, c)
 	}
 	if f.procs != nil {
-		if f.model, err = learnModel(ctx, f.clients[0], conf.flags.modelName, conf.h, conf.w); err != nil {
+		if f.model, err = learnModel(ctx, f.clients[0], conf.flags.shared.ModelName, conf.h, conf.w); err != nil {
 			return f, err
 		}
 		f.setSampler()
@@ -97,13 +97,13 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 	}
 	shape := []int64{int64(batch), f.model.c, f.model.h, f.model.w}
 	data := make([]float32, batch*int(f.model.c*f.model.h*f.model.w))
-	rng := rand.New(rand.NewPCG(conf.flags.seed, 99)) // the in-process input's values
+	rng := rand.New(rand.NewPCG(conf.flags.shared.Seed, 99)) // the in-process input's values
 	for i := range data {
 		data[i] = float32(rng.NormFloat64())
 	}
 	in := client.FP32(f.model.input, shape, data)
 	if spec.p.input == "uint8" { // the in-process input's bytes
-		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), conf.flags.seed)}
+		in = client.Tensor{Name: f.model.input, Datatype: "UINT8", Shape: shape, Data: randomBytes(make([]byte, len(data)), conf.flags.shared.Seed)}
 	}
 	if !shmTransport(spec.transport) && !cudaSHMTransport(spec.transport) {
 		f.plain = &client.InferRequest{Model: f.model.name, Inputs: []client.Tensor{in}}

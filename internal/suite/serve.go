@@ -127,20 +127,20 @@ func (c *config) serveArgs(p point, transport string) []string {
 		sizes[i] = strconv.Itoa(n)
 	}
 	args := []string{"serve", "-log", "json", "-http-addr", httpAddr, "-grpc-addr", grpcAddr, "-metrics-addr", "",
-		"-model-name", c.flags.modelName, "-backend", p.be,
+		"-model-name", c.flags.shared.ModelName, "-backend", p.be,
 		"-max-batch", strconv.Itoa(maxBatch), "-batches", strings.Join(sizes, ","), "-max-queue-delay", delay.String(), "-workers", strconv.Itoa(p.workers),
 		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
-		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.seed, 10),
-		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.convs, "-max-queue", "4096", "-queue-policy", "block",
-		"-idle-poll", c.flags.idlePoll.String(), "-grpc-server", c.flags.grpcServer}
+		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.shared.Seed, 10),
+		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.shared.Convs, "-max-queue", "4096", "-queue-policy", "block",
+		"-idle-poll", c.flags.idlePoll.String(), "-grpc-server", c.flags.shared.GRPCServer}
 	if shmTransport(transport) || cudaSHMTransport(transport) {
 		// Its objects' names carry serve's default -shm-key-prefix.
 		args = append(args, "-shm")
 	}
-	if c.flags.checkpoint != "" {
-		abs, err := filepath.Abs(c.flags.checkpoint)
+	if c.flags.shared.Checkpoint != "" {
+		abs, err := filepath.Abs(c.flags.shared.Checkpoint)
 		if err != nil {
-			abs = c.flags.checkpoint
+			abs = c.flags.shared.Checkpoint
 		}
 		return append(args, "-checkpoint", abs)
 	}

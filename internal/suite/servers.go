@@ -48,7 +48,7 @@ func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs 
 	if err != nil {
 		return inference.Config{}, err
 	}
-	convs, err := backend.ParseConvs(c.flags.convs)
+	convs, err := backend.ParseConvs(c.flags.shared.Convs)
 	if err != nil {
 		return inference.Config{}, err
 	}
@@ -58,11 +58,11 @@ func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs 
 	}
 	cfg := inference.Config{
 		Options:     backend.Options{Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch}, Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs, PinnedInput: c.flags.pinned},
-		BackendName: be, Seed: c.flags.seed,
+		BackendName: be, Seed: c.flags.shared.Seed,
 		MaxQueue: 4096, IdlePoll: c.flags.idlePoll,
 	}
-	if c.flags.checkpoint != "" {
-		cfg.Checkpoint = c.flags.checkpoint // loaded, and timed, by New
+	if c.flags.shared.Checkpoint != "" {
+		cfg.Checkpoint = c.flags.shared.Checkpoint // loaded, and timed, by New
 	} else {
 		cfg.Arch = c.arch // built from the seed, and timed, by New
 	}

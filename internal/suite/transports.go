@@ -19,7 +19,7 @@ import (
 // setTransports checks -transports, -target, -servers, -serve-bin and
 // -model-name.
 func (c *config) setTransports(f *settings, tf testingFlags) error {
-	if f.modelName == "" {
+	if f.shared.ModelName == "" {
 		return badFlag("model-name", "", "give the model's name")
 	}
 	var err error

@@ -322,7 +322,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 		"-model-name", "rn", "-backend", "cuda", "-max-batch", "32", "-batches", "32", "-max-queue-delay", "0s", "-workers", "2", "-pipeline", "overlap",
 		"-precision", "fp16", "-graphs=true", "-devices", "0,1", "-size", "64x48", "-seed", "7", "-pinned-input=true",
 		"-convs", "legacy", "-max-queue", "4096", "-queue-policy", "block", "-idle-poll", "0s", "-grpc-server", "h2grpc", "-shm", "-model", "resnet18"}, c.serveArgs(p, grpcSHM))
-	c.flags.checkpoint = ckpt
+	c.flags.shared.Checkpoint = ckpt
 	args := c.serveArgs(p, httpT)
 	assert.Equal(t, []string{"-checkpoint", ckpt}, args[len(args)-2:])
 	assert.Equal(t, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", ""}, args[3:7])
@@ -332,7 +332,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	c.flags.idlePoll = 500 * time.Microsecond
 	args = c.serveArgs(p, grpcT)
 	assert.Equal(t, []string{"-idle-poll", "500µs"}, args[len(args)-6:len(args)-4])
-	c.flags.grpcServer = "grpc-go"
+	c.flags.shared.GRPCServer = "grpc-go"
 	args = c.serveArgs(p, grpcT)
 	assert.Equal(t, []string{"-grpc-server", "grpc-go"}, args[len(args)-4:len(args)-2])
 	cfg, err := c.pointConfig(p)
@@ -344,7 +344,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	if gpuAvailable() == nil {
 		t.Skip("cuda is usable here: the server would start")
 	}
-	c.flags.checkpoint = ""
+	c.flags.shared.Checkpoint = ""
 	out, err := exec.Command(testServeBin(t), c.serveArgs(p, grpcT)...).CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out)
