@@ -141,32 +141,7 @@ func (d *requestDecoder) nest() error {
 // object parses an object whose '{' is next, calling field for each key with
 // the value next. A positive maxKeys bounds its keys: overLimit(what, maxKeys).
 func (d *requestDecoder) object(maxKeys int, what string, field func(key string) error) error {
-	if err := d.expect('{'); err != nil {
-		return err
-	}
-	if err := d.nest(); err != nil {
-		return err
-	}
-	for n := 0; ; n++ {
-		c, err := d.peek()
-		if err != nil {
-			return err
-		}
-		if n == 0 && c == '}' {
-			break
-		}
-		if n > 0 {
-			if c == '}' {
-				break
-			}
-			if c != ',' {
-				return d.errorf("want ',' or '}' in an object, found %q", c)
-			}
-			d.pos++
-		}
-		if maxKeys > 0 && n >= maxKeys {
-			return overLimit(what, maxKeys)
-		}
+	return d.sequence('{', '}', "an object", maxKeys, what, func(int) error {
 		key, err := d.str(d.lim.MaxStringBytes, "bytes in a string")
 		if err != nil {
 			return err
@@ -174,20 +149,22 @@ func (d *requestDecoder) object(maxKeys int, what string, field func(key string)
 		if err := d.expect(':'); err != nil {
 			return err
 		}
-		if err := field(key); err != nil {
-			return err
-		}
-	}
-	d.pos++
-	d.depth--
-	return nil
+		return field(key)
+	})
 }
 
 // array parses an array whose '[' is next, calling elem for each element
 // with it next. A positive maxElems bounds its elements: overLimit(what,
 // maxElems).
 func (d *requestDecoder) array(maxElems int, what string, elem func(i int) error) error {
-	if err := d.expect('['); err != nil {
+	return d.sequence('[', ']', "an array", maxElems, what, elem)
+}
+
+// sequence parses the comma-separated items between open (next) and close,
+// one nesting level deeper, calling item for the n-th with it next; a
+// positive max bounds the items: overLimit(what, max).
+func (d *requestDecoder) sequence(open, close byte, kind string, max int, what string, item func(n int) error) error {
+	if err := d.expect(open); err != nil {
 		return err
 	}
 	if err := d.nest(); err != nil {
@@ -198,22 +175,22 @@ func (d *requestDecoder) array(maxElems int, what string, elem func(i int) error
 		if err != nil {
 			return err
 		}
-		if n == 0 && c == ']' {
+		if c == close && n == 0 {
 			break
 		}
 		if n > 0 {
-			if c == ']' {
+			if c == close {
 				break
 			}
 			if c != ',' {
-				return d.errorf("want ',' or ']' in an array, found %q", c)
+				return d.errorf("want ',' or '%c' in %s, found %q", close, kind, c)
 			}
 			d.pos++
 		}
-		if maxElems > 0 && n >= maxElems {
-			return overLimit(what, maxElems)
+		if max > 0 && n >= max {
+			return overLimit(what, max)
 		}
-		if err := elem(n); err != nil {
+		if err := item(n); err != nil {
 			return err
 		}
 	}
