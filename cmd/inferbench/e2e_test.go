@@ -129,8 +129,11 @@ func startServer(t *testing.T, args ...string) *server {
 				close(ready)
 			}
 		}
+		// Wait closes the pipe: only once every line is read, or the last
+		// ones (written as the process exits) could be lost.
+		_, _ = io.Copy(io.Discard, stderr) // past a line the scanner refused
+		s.exited <- cmd.Wait()
 	}()
-	go func() { s.exited <- cmd.Wait() }()
 	select {
 	case <-ready:
 	case err := <-s.exited:
