@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/conv"
@@ -167,6 +168,9 @@ func (w *worker) CopyIn(s int, parts [][]float32) error {
 }
 
 func (w *worker) Compute(s int, n int) error {
+	if gatePlant {
+		defer plantCompute(time.Now())
+	}
 	sl := &w.slots[s]
 	net, sc := w.net, w.scratch
 	img := net.inputSize

@@ -1,0 +1,48 @@
+//go:build gateplant
+
+package cpu
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestGatePlantParse(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    float64
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"0", 0, false},
+		{"10", 0.10, false},
+		{"2.5", 0.025, false},
+		{"-1", 0, true},
+		{"1001", 0, true},
+		{"10%", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parsePlant(tt.in)
+		if tt.wantErr {
+			assert.Error(t, err, "parsePlant(%q)", tt.in)
+			continue
+		}
+		require.NoError(t, err, "parsePlant(%q)", tt.in)
+		assert.InDelta(t, tt.want, got, 1e-12, "parsePlant(%q)", tt.in)
+	}
+}
+
+// TestGatePlantCompute: with a planted 50 %, a call that started 4 ms ago
+// spins for at least 2 ms more (no upper bound: the machine is shared).
+func TestGatePlantCompute(t *testing.T) {
+	saved := plantedCompute
+	t.Cleanup(func() { plantedCompute = saved })
+	plantedCompute = 0.5
+	start := time.Now().Add(-4 * time.Millisecond)
+	before := time.Now()
+	plantCompute(start)
+	assert.GreaterOrEqual(t, time.Since(before), 2*time.Millisecond)
+}
