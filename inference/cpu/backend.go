@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/conv"
@@ -169,7 +168,7 @@ func (w *worker) CopyIn(s int, parts [][]float32) error {
 
 func (w *worker) Compute(s int, n int) error {
 	if gatePlant {
-		defer plantCompute(time.Now())
+		defer plantCompute(processCPU())
 	}
 	sl := &w.slots[s]
 	net, sc := w.net, w.scratch

@@ -1,8 +1,9 @@
-//go:build gateplant
+//go:build gateplant && linux
 
 package cpu
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -35,14 +36,19 @@ func TestGatePlantParse(t *testing.T) {
 	}
 }
 
-// TestGatePlantCompute: with a planted 50 %, a call that started 4 ms ago
-// spins for at least 2 ms more (no upper bound: the machine is shared).
+// TestGatePlantCompute: with a planted 50 %, after a call that used at least
+// 4 ms of CPU the worker spins for at least 2 ms of its own CPU time (no
+// upper bound: the machine is shared).
 func TestGatePlantCompute(t *testing.T) {
 	saved := plantedCompute
 	t.Cleanup(func() { plantedCompute = saved })
 	plantedCompute = 0.5
-	start := time.Now().Add(-4 * time.Millisecond)
-	before := time.Now()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := processCPU()
+	for processCPU()-start < 4*time.Millisecond {
+	}
+	before := cpuTime(clockThreadCPU)
 	plantCompute(start)
-	assert.GreaterOrEqual(t, time.Since(before), 2*time.Millisecond)
+	assert.GreaterOrEqual(t, cpuTime(clockThreadCPU)-before, 2*time.Millisecond)
 }
