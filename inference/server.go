@@ -305,6 +305,9 @@ func (s *Server) Ready() (bool, error) {
 // the queue at once and is answered with ctx's error; once its batch runs, its
 // result is discarded. No goroutine per request waits for ctx.
 func (s *Server) Submit(ctx context.Context, req Request) (*Call, error) {
+	if gatePlant {
+		plantSubmit()
+	}
 	if ctx == nil {
 		s.counts.rejected.Add(1)
 		return nil, errNilContext

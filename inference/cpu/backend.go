@@ -167,6 +167,9 @@ func (w *worker) CopyIn(s int, parts [][]float32) error {
 }
 
 func (w *worker) Compute(s int, n int) error {
+	if gatePlant {
+		defer plantCompute(processCPU())
+	}
 	sl := &w.slots[s]
 	net, sc := w.net, w.scratch
 	img := net.inputSize

@@ -60,7 +60,7 @@ func readFile(path string, cfg *config) (*sample, error) {
 			}
 			name := string(rec.Name.Full())
 			s.noteConfig(name, rec, cfg.ignore)
-			for _, v := range rec.Values {
+			for _, v := range withCPUCost(rec.Values, cfg.cores) {
 				if cfg.units != nil && !cfg.units[v.Unit] {
 					continue
 				}
@@ -79,6 +79,34 @@ func readFile(path string, cfg *config) (*sample, error) {
 	return s, nil
 }
 
+// cpuCostUnit is the CPU time a benchmark used per operation, derived from
+// the suite's cpu-util-pct (the process's CPU time over wall time x cores)
+// and sec/op (wall time per operation). Unlike wall time it barely moves
+// when other processes take the cores: it is the primary figure of a
+// CPU-bound benchmark on a shared machine.
+const cpuCostUnit = "cpu-sec/op"
+
+// withCPUCost returns vals with a cpuCostUnit value appended when vals have
+// cpu-util-pct and sec/op but no cpuCostUnit of their own. cores is the
+// number of cores cpu-util-pct is a share of.
+func withCPUCost(vals []benchfmt.Value, cores int) []benchfmt.Value {
+	util, secOp := math.NaN(), math.NaN()
+	for _, v := range vals {
+		switch v.Unit {
+		case cpuCostUnit:
+			return vals
+		case "cpu-util-pct":
+			util = v.Value
+		case "sec/op":
+			secOp = v.Value
+		}
+	}
+	if math.IsNaN(util) || math.IsNaN(secOp) || cores <= 0 {
+		return vals
+	}
+	return append(slices.Clip(vals), benchfmt.Value{Value: util / 100 * float64(cores) * secOp, Unit: cpuCostUnit})
+}
+
 // status is the outcome of one comparison.
 type status int
 
@@ -89,12 +117,13 @@ const (
 	underFloor               // significantly worse beyond the threshold, but by less than the threshold's share of the noise floor
 	regressed                // significantly worse beyond the threshold: fails
 	ungated                  // threshold is off for this unit
+	secondary                // shown, but not the benchmark's primary figure
 	onlyBase                 // benchmark/unit missing from head
 	onlyHead                 // new in head
 )
 
 func (s status) String() string {
-	return [...]string{"~", "improved", "worse, within threshold", "worse, under noise floor", "REGRESSION", "not gated", "missing in head", "new"}[s]
+	return [...]string{"~", "improved", "worse, within threshold", "worse, under noise floor", "REGRESSION", "not gated", "secondary", "missing in head", "new"}[s]
 }
 
 // verdict is the comparison of one benchmark in one unit.
@@ -109,13 +138,14 @@ type verdict struct {
 	holmP      float64 // cmp.P adjusted for the gated comparisons by Holm-Bonferroni
 	threshold  float64 // relative; negative means off
 	floor      float64 // noise floor in the unit (seconds for time units), 0 for none
+	secondary  bool    // not the benchmark's primary figure: shown, never gated
 	status     status
 }
 
 // gated reports whether v is one of the comparisons that can fail the gate:
-// both files have it and its threshold is on.
+// both files have it, it is a gated figure and its threshold is on.
 func (v *verdict) gated() bool {
-	return v.status != onlyBase && v.status != onlyHead && v.threshold >= 0
+	return v.status != onlyBase && v.status != onlyHead && !v.secondary && v.threshold >= 0
 }
 
 // throughputUnits are the throughput units in order of preference: by
@@ -127,11 +157,18 @@ var throughputUnits = []string{"samples/s", "req/s", "sec/op"}
 // out: with a burst of 100 requests it is the maximum.
 var latencyUnits = []string{"p50-latency-sec", "p90-latency-sec", "p99-latency-sec"}
 
+// defaultPrimary is the default -primary list: the units a benchmark is
+// gated on, in order of preference, when -units is not given.
+var defaultPrimary = []string{cpuCostUnit, "p50-latency-sec", "samples/s", "req/s", "sec/op"}
+
 // defaultUnits returns the units the gate compares for a benchmark that
-// reports units when -units is not given: one throughput unit and the
-// latency percentiles.
+// reports units when -units is not given: the CPU cost per operation, one
+// throughput unit and the latency percentiles.
 func defaultUnits(units []string) []string {
 	var out []string
+	if slices.Contains(units, cpuCostUnit) {
+		out = append(out, cpuCostUnit)
+	}
 	for _, u := range throughputUnits {
 		if slices.Contains(units, u) {
 			out = append(out, u)
@@ -146,9 +183,21 @@ func defaultUnits(units []string) []string {
 	return out
 }
 
+// primaryUnit returns the first unit of prefs that units holds, or "".
+func primaryUnit(units, prefs []string) string {
+	for _, p := range prefs {
+		if slices.Contains(units, p) {
+			return p
+		}
+	}
+	return ""
+}
+
 // compare compares every benchmark of base with head in the units cfg
 // selects, and judges each comparison after correcting the p-values of the
-// gated ones for their number (Holm-Bonferroni).
+// gated ones for their number (Holm-Bonferroni). Without -units a benchmark
+// is gated on its primary unit alone (the first of cfg.primary it reports);
+// its other default units are compared and shown as secondary.
 func compare(base, head *sample, cfg *config) ([]verdict, error) {
 	units := benchfmt.UnitMetadataMap{}
 	for k, v := range base.units {
@@ -166,15 +215,23 @@ func compare(base, head *sample, cfg *config) ([]verdict, error) {
 			keys = append(keys, k)
 		}
 	}
-	unitsOf := map[string][]string{}
+	unitsOf := map[string][]string{} // units of either file
+	inBoth := map[string][]string{}  // units of both files: primary candidates
 	for _, k := range keys {
 		unitsOf[k.name] = append(unitsOf[k.name], k.unit)
+		_, inBase := base.values[k]
+		if _, inHead := head.values[k]; inBase && inHead {
+			inBoth[k.name] = append(inBoth[k.name], k.unit)
+		}
 	}
 	for _, k := range keys {
 		if cfg.units == nil && !cfg.allUnits && !slices.Contains(defaultUnits(unitsOf[k.name]), k.unit) {
 			continue
 		}
 		v := verdict{key: k, better: units.GetBetter(k.unit), threshold: cfg.thresholds.of(k.unit)}
+		if cfg.units == nil && !cfg.allUnits {
+			v.secondary = k.unit != primaryUnit(inBoth[k.name], cfg.primary)
+		}
 		if isTime(k.unit) {
 			v.floor = cfg.floor.Seconds()
 		}
@@ -295,6 +352,8 @@ func minUTestP(n1, n2 int) float64 {
 func judge(v verdict) status {
 	significant := v.holmP < v.cmp.Alpha
 	switch {
+	case v.secondary:
+		return secondary
 	case v.threshold < 0:
 		return ungated
 	case !significant || v.delta == 0:

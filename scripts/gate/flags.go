@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +26,8 @@ type config struct {
 	thresholds *thresholds
 	units      map[string]bool // tidied units to gate on; nil means the defaults (see defaultUnits)
 	allUnits   bool            // -units all: every unit
+	primary    []string        // tidied units, in order of preference, a benchmark is gated on without -units
+	cores      int             // cores cpu-util-pct is a share of, for cpu-sec/op
 	floor      time.Duration   // noise floor of time figures
 	filter     *benchproc.Filter
 	changes    bool            // print only rows with a significant change
@@ -119,6 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.minRuns, "min-runs", 6, "fewest runs per side and benchmark (`n`); fewer is an error")
 	fs.Var(cfg.thresholds, "threshold", "fail on a significant change worse than `pct`; repeatable: 5%, p99-latency-ns=10%, cpu-util-pct=off")
 	units := fs.String("units", "", "comma-separated `units` to gate on, e.g. sec/op,samples/s, or all (default: per benchmark one throughput unit, samples/s, req/s or sec/op, and p50, p90 and p99 latency)")
+	primary := fs.String("primary", strings.Join(defaultPrimary, ","), "without -units, gate each benchmark on the first of these comma-separated `units` it reports in both files; its other units are shown, not gated")
+	fs.IntVar(&cfg.cores, "cores", runtime.NumCPU(), "`n` cores that the suite's cpu-util-pct is a share of (the measuring machine's; it scales "+cpuCostUnit+", not its relative change); 0: no "+cpuCostUnit)
 	fs.DurationVar(&cfg.floor, "floor", time.Microsecond, "noise floor of time figures: one below `duration` is judged against it, so it must change by more than the threshold's share of the floor to regress (0: none)")
 	filter := fs.String("filter", "*", "gate only benchmarks matching benchproc filter `query`, e.g. '/backend:cpu'")
 	fs.BoolVar(&cfg.changes, "changes", false, "print only rows with a significant change or no comparison")
@@ -139,6 +144,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.floor < 0 {
 		return nil, fmt.Errorf("gate: -floor %v: must not be negative", cfg.floor)
+	}
+	if cfg.cores < 0 {
+		return nil, fmt.Errorf("gate: -cores %d: must not be negative", cfg.cores)
+	}
+	for _, u := range strings.Split(*primary, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			_, tidy := benchunit.Tidy(1, u)
+			cfg.primary = append(cfg.primary, tidy)
+		}
+	}
+	if len(cfg.primary) == 0 {
+		return nil, errors.New("gate: -primary: need at least one unit")
 	}
 	if *units == "all" {
 		cfg.allUnits = true

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
 	"golang.org/x/perf/benchmath"
 )
 
@@ -35,12 +37,14 @@ func TestGateGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := make([]string, len(tt.args))
-			for i, a := range tt.args {
+			// cpu-sec/op's scale depends on -cores, which defaults to this
+			// machine's.
+			args := []string{"-cores", "2"}
+			for _, a := range tt.args {
 				if filepath.Ext(a) == ".txt" {
 					a = filepath.Join(fixtures, a)
 				}
-				args[i] = a
+				args = append(args, a)
 			}
 			var stdout, stderr bytes.Buffer
 			err := run(args, &stdout, &stderr)
@@ -74,7 +78,7 @@ func TestGateErrors(t *testing.T) {
 		{"bad alpha", []string{"-alpha", "2", "a", "b"}, "-alpha 2 out of (0, 1)"},
 		{"bad filter", []string{"-filter", "/batch:(", "a", "b"}, "-filter"},
 		{"too few runs for so many comparisons", []string{"-min-runs", "4", "-units", "all", filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "few.txt")},
-			"gate: 32 comparisons: Holm-Bonferroni needs p < 0.0016 (alpha/32) for the first, but 4 runs per side give at best p = 0.004; run at least 7 per side"},
+			"gate: 34 comparisons: Holm-Bonferroni needs p < 0.0015 (alpha/34) for the first, but 4 runs per side give at best p = 0.004; run at least 7 per side"},
 		{"nothing in both files", []string{"-filter", "/batch:1", filepath.Join(fixtures, "base.txt"), filepath.Join(fixtures, "tiny-64.txt")},
 			"no benchmark and unit is in both"},
 		{"ResNet-18 250x250 against tiny 64x64", []string{filepath.Join(fixtures, "resnet18-250.txt"), filepath.Join(fixtures, "tiny-64.txt")},
@@ -169,4 +173,107 @@ func TestCompareOnlyOneSide(t *testing.T) {
 	require.NoError(t, summarize(&out, vs), "benchmarks on one side only must not fail the gate")
 	assert.Contains(t, out.String(), "1 comparisons, 1 gated (p-values adjusted by Holm-Bonferroni): 0 regressed")
 	assert.Contains(t, out.String(), "1 only in base, 1 only in head")
+}
+
+func TestWithCPUCost(t *testing.T) {
+	util := benchfmt.Value{Value: 50, Unit: "cpu-util-pct"}
+	secOp := benchfmt.Value{Value: 2e-3, Unit: "sec/op"}
+	own := benchfmt.Value{Value: 7e-3, Unit: cpuCostUnit}
+	tests := []struct {
+		name  string
+		vals  []benchfmt.Value
+		cores int
+		want  float64 // the cpu-sec/op value, 0 for none
+	}{
+		{"half of 2 cores for 2 ms an op", []benchfmt.Value{secOp, util}, 2, 2e-3},
+		{"half of 4 cores", []benchfmt.Value{util, secOp}, 4, 4e-3},
+		{"no utilisation", []benchfmt.Value{secOp}, 2, 0},
+		{"no sec/op", []benchfmt.Value{util}, 2, 0},
+		{"-cores 0", []benchfmt.Value{secOp, util}, 0, 0},
+		{"the benchmark reports its own", []benchfmt.Value{secOp, util, own}, 2, 7e-3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []float64
+			for _, v := range withCPUCost(tt.vals, tt.cores) {
+				if v.Unit == cpuCostUnit {
+					got = append(got, v.Value)
+				}
+			}
+			if tt.want == 0 {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			assert.InDelta(t, tt.want, got[0], 1e-12)
+		})
+	}
+}
+
+// TestPrimary: without -units each benchmark is gated on the first -primary
+// unit that both files report; its other units are secondary.
+func TestPrimary(t *testing.T) {
+	six := []float64{1, 1.01, 0.99, 1.02, 0.98, 1}
+	mk := func(keys ...groupKey) *sample {
+		s := &sample{values: map[groupKey][]float64{}}
+		for _, k := range keys {
+			s.values[k] = six
+			s.order = append(s.order, k)
+		}
+		return s
+	}
+	tests := []struct {
+		name       string
+		flags      []string
+		base, head *sample
+		want       map[string]bool // unit -> gated
+	}{
+		{"CPU cost first", nil,
+			mk(groupKey{"A", "samples/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", cpuCostUnit}),
+			mk(groupKey{"A", "samples/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", cpuCostUnit}),
+			map[string]bool{"samples/s": false, "p50-latency-sec": false, cpuCostUnit: true}},
+		{"p50 without CPU cost", nil,
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			map[string]bool{"req/s": false, "p50-latency-sec": true, "p99-latency-sec": false}},
+		{"CPU cost only in head: the next unit both have", nil,
+			mk(groupKey{"A", "samples/s"}),
+			mk(groupKey{"A", "samples/s"}, groupKey{"A", cpuCostUnit}),
+			map[string]bool{"samples/s": true}},
+		{"-primary", []string{"-primary", "p99-latency-ns"},
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			map[string]bool{"req/s": false, "p50-latency-sec": false, "p99-latency-sec": true}},
+		{"-units gates every unit named", []string{"-units", "req/s,p99-latency-sec"},
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			mk(groupKey{"A", "req/s"}, groupKey{"A", "p50-latency-sec"}, groupKey{"A", "p99-latency-sec"}),
+			map[string]bool{"req/s": true, "p99-latency-sec": true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFlags(append(tt.flags, "a", "b"), &bytes.Buffer{})
+			require.NoError(t, err)
+			if cfg.units != nil {
+				// readFile drops the units -units does not name.
+				for _, s := range []*sample{tt.base, tt.head} {
+					for k := range s.values {
+						if !cfg.units[k.unit] {
+							delete(s.values, k)
+						}
+					}
+					s.order = slices.DeleteFunc(s.order, func(k groupKey) bool { return !cfg.units[k.unit] })
+				}
+			}
+			vs, err := compare(tt.base, tt.head, cfg)
+			require.NoError(t, err)
+			got := map[string]bool{}
+			for _, v := range vs {
+				if v.status == onlyHead || v.status == onlyBase {
+					continue
+				}
+				got[v.key.unit] = v.gated()
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -12,16 +12,21 @@
 //     within a file or between the files, stops the gate with exit status 2
 //     naming the lines: benchstat would split such runs, and comparing them
 //     would compare two setups. A line only one file has is named in a note.
-//  3. Compare, per benchmark, the units -units selects (by default one
-//     throughput unit, samples/s, req/s or sec/op, and the p50, p90 and p99
-//     latencies) with golang.org/x/perf/benchmath: the centre is the median
-//     and the test is Mann-Whitney U (as benchstat does), unless the file
-//     declares "Unit X assume=exact". Each group needs at least -min-runs
-//     values on each side. The p-values of the gated comparisons are
-//     adjusted by the Holm-Bonferroni method, so that the chance of a false
-//     alarm over all of them stays at most -alpha. The direction comes from
-//     "Unit X better=higher|lower" lines; a unit without one is taken as
-//     lower-is-better.
+//  3. Compare, per benchmark, the units -units selects with
+//     golang.org/x/perf/benchmath: the centre is the median and the test is
+//     Mann-Whitney U (as benchstat does), unless the file declares "Unit X
+//     assume=exact". By default (no -units) a benchmark is gated on one
+//     primary figure, the first unit of -primary it reports in both files:
+//     cpu-sec/op (CPU time per operation, derived from the suite's
+//     cpu-util-pct and sec/op; it barely moves when other jobs share the
+//     cores), else the p50 latency, else its throughput; its throughput and
+//     latency percentiles are shown as secondary rows and never fail the
+//     gate. -units gates every unit it names. Each group needs at least
+//     -min-runs values on each side. The p-values of the gated comparisons
+//     are adjusted by the Holm-Bonferroni method, so that the chance of a
+//     false alarm over all of them stays at most -alpha. The direction
+//     comes from "Unit X better=higher|lower" lines; a unit without one is
+//     taken as lower-is-better.
 //  4. A group is a regression only when the adjusted p-value is below
 //     -alpha and the change is worse than its threshold (-threshold, 5 % by
 //     default, per unit overridable); a time figure below the noise floor

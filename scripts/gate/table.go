@@ -40,15 +40,18 @@ func writeTable(w io.Writer, vs []verdict, cfg *config) error {
 			continue
 		}
 		sc := benchunit.CommonScale([]float64{v.base, v.head}, benchunit.ClassOf(v.key.unit))
-		holmP := ""
+		holmP, threshold := "", ""
 		if v.gated() {
 			holmP = fmt.Sprintf("%.3f", v.holmP)
+		}
+		if !v.secondary {
+			threshold = formatPct(v.threshold)
 		}
 		lines = append(lines, line{cells: []string{
 			v.key.unit, dir,
 			sc.Format(v.base) + " ± " + pct(v.baseCI, false),
 			sc.Format(v.head) + " ± " + pct(v.headCI, false),
-			pct(v.delta, true), v.cmp.String(), holmP, formatPct(v.threshold), v.status.String(),
+			pct(v.delta, true), v.cmp.String(), holmP, threshold, v.status.String(),
 		}})
 	}
 	// Align the rows across all benchmarks; the name headings stand alone.
@@ -100,8 +103,8 @@ func summarize(w io.Writer, vs []verdict) error {
 		counts[v.status]++
 	}
 	compared := len(vs) - counts[onlyBase] - counts[onlyHead]
-	fmt.Fprintf(w, "\n%d comparisons, %d gated (p-values adjusted by Holm-Bonferroni): %d regressed, %d worse within threshold, %d worse under noise floor, %d improved, %d unchanged, %d not gated; %d only in base, %d only in head\n",
-		compared, compared-counts[ungated], counts[regressed], counts[tolerated], counts[underFloor], counts[improved], counts[unchanged], counts[ungated], counts[onlyBase], counts[onlyHead])
+	fmt.Fprintf(w, "\n%d comparisons, %d gated (p-values adjusted by Holm-Bonferroni): %d regressed, %d worse within threshold, %d worse under noise floor, %d improved, %d unchanged, %d not gated, %d secondary; %d only in base, %d only in head\n",
+		compared, compared-counts[ungated]-counts[secondary], counts[regressed], counts[tolerated], counts[underFloor], counts[improved], counts[unchanged], counts[ungated], counts[secondary], counts[onlyBase], counts[onlyHead])
 	if n := counts[regressed]; n > 0 {
 		fmt.Fprintf(w, "gate: FAIL\n")
 		return fmt.Errorf("%w: %d of %d comparisons are significantly worse than their threshold (rows marked REGRESSION)", ErrRegression, n, compared)
