@@ -71,11 +71,40 @@ func (c *serverConn) serve() {
 		last := c.maxID
 		c.mu.Unlock()
 		c.write(appendGoAway(nil, last, ce.code, ce.msg))
+		linger(c.nc)
 	}
 	if c.s.log != nil && unexpected(err) {
 		c.s.log.Warn("grpc connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
 	}
 	c.close()
+}
+
+// Bounds of linger.
+const (
+	lingerTime  = time.Second
+	lingerBytes = 1 << 20
+)
+
+// linger half-closes nc after a GOAWAY and reads what the peer still sends,
+// for at most lingerTime and lingerBytes, so that closing does not reset a
+// connection with unread bytes and lose the GOAWAY before the peer reads it.
+func linger(nc net.Conn) {
+	var cw interface{ CloseWrite() error }
+	for c := net.Conn(nc); c != nil && cw == nil; {
+		switch x := c.(type) {
+		case interface{ CloseWrite() error }:
+			cw = x
+		case interface{ NetConn() net.Conn }:
+			c = x.NetConn()
+		default:
+			c = nil
+		}
+	}
+	if cw == nil || cw.CloseWrite() != nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerBytes))
 }
 
 // unexpected reports whether a connection's end is worth a log line: not a
