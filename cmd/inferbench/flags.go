@@ -155,7 +155,7 @@ func (f *serveFlags) check() error {
 	if c.Precision, err = backend.ParsePrecision(f.precision); err != nil {
 		return fmt.Errorf("-precision: %v", err)
 	}
-	if c.Convs, err = modelflag.ParseConvs(sh.Convs); err != nil {
+	if c.Convs, err = backend.ParseConvs(sh.Convs); err != nil {
 		return fmt.Errorf("-convs: %v", err)
 	}
 	switch f.queuePolicy {

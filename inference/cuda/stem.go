@@ -56,7 +56,7 @@ func (f stemForm) String() string {
 }
 
 // defaultStem is the stem's form when switches.CUDAStem is unset or empty: s2d for
-// FP16, where it halves the stem's time (results/nvidia-h200/s2d-stem), and
+// FP16, where it was faster (results/nvidia-h200/s2d-stem), and
 // plain for FP32 and for TF32, whose s2d stem agrees with the plain one but
 // has not been timed.
 func defaultStem(p backend.Precision) stemForm {

@@ -2,7 +2,8 @@
 // serve` and the benchmark suite take: which model is served and under what
 // name, its input size and seed, how the cuda back-end runs convolutions,
 // and which gRPC server runs. Each program registers them from here and
-// parses them with the functions here, adding only the help that is its own.
+// parses them with the functions here (-convs with backend.ParseConvs),
+// adding only the help that is its own.
 package modelflag
 
 import (
@@ -12,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/protocol"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -70,9 +70,6 @@ func ParseSize(s string) (h, w int, err error) {
 	}
 	return h, w, nil
 }
-
-// ParseConvs parses -convs.
-func ParseConvs(s string) (backend.Convs, error) { return backend.ParseConvs(s) }
 
 // CheckGRPCServer checks -grpc-server.
 func CheckGRPCServer(s string) error {

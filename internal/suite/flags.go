@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/loadgen"
@@ -213,7 +214,7 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if c.graphs, err = oneOf("graphs", f.graphs, "on", "off"); err != nil {
 		return nil, err
 	}
-	if _, err := modelflag.ParseConvs(f.shared.Convs); err != nil {
+	if _, err := backend.ParseConvs(f.shared.Convs); err != nil {
 		return nil, badFlag("convs", f.shared.Convs, "want graph or legacy")
 	}
 	if f.grpcConns < 1 || f.grpcConns > 64 {
