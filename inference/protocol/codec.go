@@ -112,14 +112,15 @@ func (s *Service) rawBuffer(r *v2pb.ModelInferRequest, k, n int, whole bool) (ds
 	}
 	t := r.GetInputs()[0]
 	images, err := m.checkInput(t.GetName(), t.GetDatatype(), t.GetShape())
-	if err != nil || t.GetDatatype() != FP32 || n != m.byteSize(images, FP32) || len(t.GetParameters()) > 0 {
+	dt := t.GetDatatype()
+	if err != nil || (dt != FP32 && !m.bytesToServer(dt)) || n != m.byteSize(images, dt) || len(t.GetParameters()) > 0 {
 		return other()
 	}
-	in, ok := m.inputs.lend(images, m.imageValues())
+	in, ok := m.inputs.lend(m.bufferImages(n), m.imageValues())
 	if !ok {
 		return other()
 	}
-	return floatBytes(in.Data), true
+	return floatBytes(in.Data)[:n], true
 }
 
 // parallelCopyBytes is the size from which the codec copies a raw input

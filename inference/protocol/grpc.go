@@ -309,16 +309,27 @@ func (s *Service) grpcInfer(ctx context.Context, r *v2pb.ModelInferRequest) (*v2
 			return nil, err
 		}
 	} else {
+		toServer := raw && m.bytesToServer(t.GetDatatype())
 		switch {
+		case haveLent && toServer:
+			// UINT8 bytes the codec read into the head of a pool tensor.
+			in, usedLent = inference.Tensor{Shape: []int{n, m.channels, m.height, m.width}, Datatype: inference.Uint8, Bytes: r.GetRawInputContents()[0]}, true
+			doneIn = func(bool) { m.inputs.put(lent) }
 		case haveLent:
 			in, usedLent = lent, true
 			doneIn = func(bool) { m.inputs.put(in) }
-		case raw && m.bytesToServer(t.GetDatatype()):
-			// The decoded message's bytes (Go memory of their own, see
-			// inferCodec: only FP32 raw input is decoded into the pool) go to
-			// the server as they are.
-			in = inference.Tensor{Shape: []int{n, m.channels, m.height, m.width}, Datatype: inference.Uint8, Bytes: r.GetRawInputContents()[0]}
-			doneIn = func(bool) {}
+		case toServer:
+			// The codec had no room to lend: the bytes are Go memory, which a
+			// server with Config.PinnedInput must not be given; copy them
+			// into a pool tensor.
+			raws := r.GetRawInputContents()[0]
+			buf, err := m.inputs.get(ctx, m.bufferImages(len(raws)), m.imageValues())
+			if err != nil {
+				return nil, err
+			}
+			b := floatBytes(buf.Data)[:copy(floatBytes(buf.Data), raws)]
+			in = inference.Tensor{Shape: []int{n, m.channels, m.height, m.width}, Datatype: inference.Uint8, Bytes: b}
+			doneIn = func(bool) { m.inputs.put(buf) }
 		default:
 			if in, err = m.inputs.get(ctx, n, m.imageValues()); err != nil {
 				return nil, err

@@ -151,6 +151,15 @@ func (m *Model) byteSize(n int, datatype string) int {
 	return n * m.imageValues() * elemSize(datatype)
 }
 
+// bufferImages is the batch size of the smallest pool tensor (float32
+// images) whose memory holds n bytes: UINT8 inputs that go to the server as
+// bytes are read into the first n bytes of one, so that they too are in the
+// server's own (pinned) memory.
+func (m *Model) bufferImages(n int) int {
+	per := 4 * m.imageValues()
+	return max(1, (n+per-1)/per)
+}
+
 // run submits one decoded request and returns when the server answers or ctx
 // ends. Its input is a buffer from m.inputs or a view of a shared-memory
 // region, its logits a new slice or a view of one. done is called once the

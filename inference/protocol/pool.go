@@ -71,7 +71,7 @@ func (p *inputPool) lend(n, values int) (inference.Tensor, bool) {
 	return t, true
 }
 
-// claim returns the lent tensor whose data b is, and forgets the loan; the
+// claim returns the lent tensor whose data b is (or begins), and forgets the loan; the
 // caller owns it (and puts it back) from then on.
 func (p *inputPool) claim(b []byte) (inference.Tensor, bool) {
 	if len(b) == 0 {
@@ -80,7 +80,7 @@ func (p *inputPool) claim(b []byte) (inference.Tensor, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, ok := p.lent[lentKey(b)]
-	if ok && len(b) == 4*len(t.Data) {
+	if ok && len(b) <= 4*len(t.Data) {
 		delete(p.lent, lentKey(b))
 		return t, true
 	}

@@ -2,8 +2,10 @@ package protocol_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,8 +20,15 @@ import (
 
 // byteCounter wraps the nop back-end, whose workers normalise uint8 input
 // themselves (as the cuda back-end does on the GPU), and counts the images
-// that reach them as bytes.
-type byteCounter struct{ images atomic.Int64 }
+// that reach them as bytes, and those of them in memory its AllocHost did not
+// hand out (on CUDA, pageable memory: a slow copy, and wrong under
+// Config.PinnedInput).
+type byteCounter struct {
+	images, foreign atomic.Int64
+
+	mu    sync.Mutex
+	alloc map[*float32]int // AllocHost's blocks: first value, length in bytes
+}
 
 func (b *byteCounter) Name() string { return "bytecounter" }
 
@@ -32,7 +41,46 @@ func (b *byteCounter) Open(m *resnet.Model, opts backend.Options) (backend.Engin
 	for i, w := range ws {
 		ws[i] = countingWorker{Uint8Worker: w.(backend.Uint8Worker), b: b, per: 3 * opts.Height * opts.Width}
 	}
-	return e, nil
+	return allocEngine{Engine: e, b: b}, nil
+}
+
+// allocEngine is the nop engine with an allocator whose blocks byteCounter
+// knows.
+type allocEngine struct {
+	backend.Engine
+	b *byteCounter
+}
+
+func (e allocEngine) AllocHost(n int) ([]float32, error) {
+	p := make([]float32, n)
+	e.b.mu.Lock()
+	defer e.b.mu.Unlock()
+	if e.b.alloc == nil {
+		e.b.alloc = map[*float32]int{}
+	}
+	e.b.alloc[unsafe.SliceData(p)] = 4 * n
+	return p, nil
+}
+
+func (e allocEngine) FreeHost(p []float32) error {
+	e.b.mu.Lock()
+	defer e.b.mu.Unlock()
+	delete(e.b.alloc, unsafe.SliceData(p))
+	return nil
+}
+
+// allocated reports whether p lies in one block from AllocHost.
+func (b *byteCounter) allocated(p []byte) bool {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for first, size := range b.alloc {
+		s := uintptr(unsafe.Pointer(first))
+		if start >= s && start+uintptr(len(p)) <= s+uintptr(size) {
+			return true
+		}
+	}
+	return false
 }
 
 type countingWorker struct {
@@ -44,6 +92,9 @@ type countingWorker struct {
 func (w countingWorker) CopyInUint8(s int, parts [][]uint8) error {
 	for _, p := range parts {
 		w.b.images.Add(int64(len(p) / w.per))
+		if !w.b.allocated(p) {
+			w.b.foreign.Add(int64(len(p) / w.per))
+		}
 	}
 	return w.Uint8Worker.CopyInUint8(s, parts)
 }
@@ -88,12 +139,16 @@ func TestUINT8GoesToTheDeviceAsBytes(t *testing.T) {
 			for name, c := range f.clients(t) {
 				for how, req := range requests {
 					t.Run(name+"/"+how, func(t *testing.T) {
-						before := counter.images.Load()
+						before, foreign := counter.images.Load(), counter.foreign.Load()
 						resp, err := c.Infer(ctx, req)
 						require.NoError(t, err)
 						assert.Equal(t, bits(want), bits(logitsOf(t, resp)))
 						asBytes := tt.bytes && (name != "http-json" || how == "shm")
 						assert.Equal(t, asBytes, counter.images.Load() > before, "reached the back-end as bytes")
+						if how == "inline" {
+							// Bytes sent inline are read into the server's own memory.
+							assert.Equal(t, foreign, counter.foreign.Load(), "images in memory AllocHost did not hand out")
+						}
 					})
 				}
 			}
