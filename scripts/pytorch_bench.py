@@ -2,16 +2,18 @@
 """PyTorch side by side: measure torchvision ResNet-18 the way our Go suite
 measures itself, and print the results in the Go benchmark format.
 
-For every back-end (eager, torch.compile), precision (fp32, tf32, fp16) and
-batch size this script:
+For every back-end (eager, torch.compile, the overlapped loop with CUDA graphs
+of an eager or a max-autotuned model), precision (fp32, tf32, fp16) and batch
+size this script:
 
 1. Builds the model as our server does: a random-init resnet18() state dict
    is saved once to a temporary checkpoint (nothing is downloaded); a server
    loads it onto the GPU (load-ns), converts it (eval, fp16 + channels-last,
    torch.compile: setup-ns) and answers a first request (first-ns, which
-   includes compilation); warmup-ns is the sum. Eager builds a new server
-   every run; torch.compile builds one per configuration (compiling is most
-   of the time) and reports warm-up with its first run only.
+   includes compilation); warmup-ns is the sum. Eager and graph build a new
+   server every run; torch.compile (compile, graph-max) builds one per
+   configuration (compiling is most of the time) and reports warm-up with its
+   first run only.
 2. Allocates one pinned 3x250x250 fp32 input batch, filled on the CPU with
    torch.randn, reused for every request (our suite allocates its input from
    the server, in pinned memory, the same way).
@@ -36,19 +38,27 @@ batch size this script:
    (OverlapServer, named pipeline=overlap/graphs=on): three streams,
    --slots requests in flight, a CUDA graph per slot of the cast and the
    forward pass; stage times come from events on each stage's stream.
+   --backends graph-max is the same loop around the model compiled by
+   torch.compile(mode="max-autotune-no-cudagraphs") (the CUDA graphs are the
+   loop's own, captured as graph's are); its first call, compilation and
+   autotuning, runs on a side stream before the capture and is in first-ns.
 4. Model only (BenchmarkForward): the input already on the GPU, the forward
-   pass alone, synchronised per batch (graph: one graph replay, the cast
-   included). --backends compile-max measures only this, for
-   torch.compile(mode="max-autotune"); its first call (compilation and
+   pass alone, synchronised per batch (graph and graph-max: one graph
+   replay, the cast included). --backends compile-max measures only this,
+   for torch.compile(mode="max-autotune"); its first call (compilation and
    autotuning) is first-ns on its first line.
 
-The names match our suite's with backend=pytorch-eager or
-backend=pytorch-compile, so
+The names are our suite's with backend=pytorch-eager, pytorch-compile,
+pytorch-graph or pytorch-compile-max (names() builds them): compile-max and
+graph-max share the model's name, graph-max's lines are told apart by
+pipeline=overlap/graphs=on (BenchmarkServer) and graphs=on
+(BenchmarkForward). So
     go tool benchstat -table '' -col /backend go.txt pytorch.txt
 puts Go and PyTorch in one table. Needs a CUDA GPU, torch and torchvision.
 
 Usage:
     python3 scripts/pytorch_bench.py --batches 1,32,256 --count 6 > results/<gpu>/pytorch.txt
+    python3 scripts/pytorch_bench.py --backends graph,graph-max,compile-max --precisions fp16
 """
 
 import argparse
@@ -77,13 +87,23 @@ UNITS = [
 ]
 
 
+# torch.compile's mode for each back-end that compiles (None: its default).
+# graph-max's CUDA graphs are the overlapped loop's own, captured around the
+# compiled model, so inductor must not make graphs of its own.
+COMPILE_MODES = {"compile": None, "compile-max": "max-autotune", "graph-max": "max-autotune-no-cudagraphs"}
+BACKENDS = ("eager", "compile", "graph", "compile-max", "graph-max")
+OVERLAP = ("graph", "graph-max")  # the backends served by OverlapServer
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backends", default="eager,compile",
                    help="eager, compile (torch.compile's default mode), graph (the overlapped serving loop: "
                         "three streams, CUDA graphs, --slots requests in flight), compile-max "
-                        "(torch.compile mode=max-autotune: its forward pass only) (comma-separated)")
-    p.add_argument("--slots", type=int, default=3, help="graph: requests in flight (copy-in, compute, copy-out)")
+                        "(torch.compile mode=max-autotune: its forward pass only), graph-max (graph's loop "
+                        "around torch.compile mode=max-autotune-no-cudagraphs) (comma-separated)")
+    p.add_argument("--slots", type=int, default=3,
+                   help="graph, graph-max: requests in flight (copy-in, compute, copy-out)")
     p.add_argument("--batches", default="1,32,256", help="images per request")
     p.add_argument("--precisions", default="fp32,fp16", help="fp32, tf32, fp16")
     p.add_argument("--requests", type=int, default=100, help="requests per burst (our -benchtime Nx)")
@@ -94,7 +114,11 @@ def parse_args(argv):
                    help="GOMAXPROCS suffix to append to names, as Go does (default: usable CPUs)")
     p.add_argument("--no-header", action="store_true", help="do not print config and Unit lines (to append)")
     p.add_argument("--seed", type=int, default=1)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [b for b in words(args.backends) if b not in BACKENDS]
+    if unknown:
+        p.error(f"--backends: unknown {', '.join(unknown)} (known: {', '.join(BACKENDS)})")
+    return args
 
 
 def ints(s):
@@ -103,6 +127,23 @@ def ints(s):
 
 def words(s):
     return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def names(backend, batch, precision, suffix=""):
+    """Returns the BenchmarkServer and BenchmarkForward names of one
+    configuration. graph-max is named by its model, as compile-max is
+    (backend=pytorch-compile-max), and by its loop, as graph is
+    (pipeline=overlap, graphs=on); its forward pass, a graph replay with the
+    cast, gains graphs=on so that it is not taken for compile-max's."""
+    model = "compile-max" if backend == "graph-max" else backend
+    sub = f"backend=pytorch-{model}/batch={batch}"
+    pipeline, graphs = ("overlap", "on") if backend in OVERLAP else ("serial", "off")
+    server = (f"BenchmarkServer/{sub}/workers=1/pipeline={pipeline}/precision={precision}"
+              f"/graphs={graphs}/devices=1/load=burst{suffix}")
+    forward = f"BenchmarkForward/{sub}/precision={precision}"
+    if backend == "graph-max":
+        forward += "/graphs=on"
+    return server, forward + suffix
 
 
 def cpu_name():
@@ -266,7 +307,9 @@ class OverlapServer(QueueServer):
     a completion thread waits for each request's copy-out, copies its logits
     out of the slot's pinned buffer (as our server delivers into the caller's
     memory) and frees the slot. So request k+1 is copied in while k
-    computes and k-1 is copied out."""
+    computes and k-1 is copied out. A compiled model (graph-max) comes
+    compiled (compile_first): its warm-up calls here only launch what was
+    compiled, as the capture does."""
 
     def __init__(self, torch, model, batch, h, w, fp16, slots=3):
         self.torch = torch
@@ -279,7 +322,7 @@ class OverlapServer(QueueServer):
         with torch.cuda.stream(self.s_comp), torch.inference_mode():
             for _ in range(slots):
                 x32 = torch.zeros((batch, 3, h, w), device="cuda")
-                for _ in range(3):  # cuDNN's autotuning, outside the capture
+                for _ in range(3):  # cuDNN's autotuning and first launches, outside the capture
                     model(x32.to(dtype).contiguous(memory_format=fmt))
                 self.s_comp.synchronize()
                 g = torch.cuda.CUDAGraph()
@@ -420,8 +463,9 @@ def fmt_line(name, n, metrics):
 
 def build_model(torch, torchvision, ckpt, backend, precision):
     """Loads the checkpoint and prepares the model (eager for eager and
-    graph, compiled for compile and compile-max); returns it with the load
-    and setup times in ns."""
+    graph, compiled in COMPILE_MODES' mode for the others); returns it with
+    the load and setup times in ns. torch.compile is lazy: compiling happens
+    at the first call."""
     t0 = time.perf_counter_ns()
     state = torch.load(ckpt, map_location="cuda", mmap=True, weights_only=True)
     with torch.device("meta"):
@@ -434,12 +478,27 @@ def build_model(torch, torchvision, ckpt, backend, precision):
     model.eval()
     if precision == "fp16":
         model = model.half().to(memory_format=torch.channels_last)
-    if backend == "compile":
-        model = torch.compile(model)
-    elif backend == "compile-max":
-        model = torch.compile(model, mode="max-autotune")
+    if backend in COMPILE_MODES:
+        model = torch.compile(model, mode=COMPILE_MODES[backend])
     torch.cuda.synchronize()
     return model, t1 - t0, time.perf_counter_ns() - t1
+
+
+def compile_first(torch, model, batch, h, w, fp16):
+    """Calls a compiled model once, on a side stream, with an input made as
+    OverlapServer makes its own (so no guard fails at its capture, where a
+    recompilation would break it), and returns the call's host time in ns:
+    compilation and autotuning, which torch.cuda.graph must not see."""
+    dtype = torch.float16 if fp16 else torch.float32
+    fmt = torch.channels_last if fp16 else torch.contiguous_format
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    t = time.perf_counter_ns()
+    with torch.cuda.stream(side), torch.inference_mode():
+        x32 = torch.zeros((batch, 3, h, w), device="cuda")
+        model(x32.to(dtype).contiguous(memory_format=fmt))
+    torch.cuda.synchronize()
+    return time.perf_counter_ns() - t
 
 
 def time_forward(torch, step, iters):
@@ -505,11 +564,7 @@ def main(argv):
     for backend in words(args.backends):
         for precision in words(args.precisions):
             for batch in ints(args.batches):
-                sub = f"backend=pytorch-{backend}/batch={batch}"
-                pipeline, graphs = ("overlap", "on") if backend == "graph" else ("serial", "off")
-                server_name = (f"BenchmarkServer/{sub}/workers=1/pipeline={pipeline}/precision={precision}"
-                               f"/graphs={graphs}/devices=1/load=burst{suffix}")
-                fwd_name = f"BenchmarkForward/{sub}/precision={precision}{suffix}"
+                server_name, fwd_name = names(backend, batch, precision, suffix)
                 if backend == "compile-max":
                     forward_only(torch, torchvision, ckpt, args, batch, h, w, precision, fwd_name)
                     continue
@@ -518,24 +573,28 @@ def main(argv):
                 for run in range(args.count):
                     # Eager and graph build their server every run, as each
                     # of our benchmark runs does, so warm-up is measured per
-                    # run. torch.compile would spend most of the time
-                    # compiling: it builds once per configuration and
-                    # reports warm-up with its first run only.
+                    # run. torch.compile (compile, graph-max) would spend
+                    # most of the time compiling: it builds once per
+                    # configuration and reports warm-up with its first run
+                    # only.
                     warm = {}
                     if server is None or backend in ("eager", "graph"):
                         if server is not None:
                             server.close()
                         torch._dynamo.reset()
                         model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, backend, precision)
+                        first_ns = 0
+                        if backend == "graph-max":  # compiled before the capture
+                            first_ns = compile_first(torch, model, batch, h, w, precision == "fp16")
                         t = time.perf_counter_ns()
-                        if backend == "graph":
+                        if backend in OVERLAP:
                             server = OverlapServer(torch, model, batch, h, w, precision == "fp16", args.slots)
                         else:
                             server = Server(torch, model, batch, h, w, precision == "fp16")
                         setup_ns += time.perf_counter_ns() - t  # buffers, streams, graph capture
                         t = time.perf_counter_ns()
                         server.infer(inp)
-                        first_ns = time.perf_counter_ns() - t
+                        first_ns += time.perf_counter_ns() - t
                         warm = {"warmup-ns": load_ns + setup_ns + first_ns, "load-ns": load_ns,
                                 "setup-ns": setup_ns, "first-ns": first_ns}
                     server.infer(inp)  # the warm-up request, outside every figure
@@ -549,7 +608,7 @@ def main(argv):
                     print(fmt_line(server_name, args.requests, m), flush=True)
 
                     if args.forward_iters > 0:
-                        if backend == "graph":
+                        if backend in OVERLAP:
                             step = server.replay
                         else:
                             x = server.x

@@ -3,6 +3,8 @@
     python3 -m unittest discover -s scripts -p 'pytorch_bench_test.py'
 """
 
+import contextlib
+import io
 import math
 import unittest
 
@@ -54,6 +56,59 @@ class FormatTest(unittest.TestCase):
         self.assertNotIn("gpu-util-pct", line)
         self.assertIn("0.00 gpu-util-samples", line)
         self.assertIn("5 p50-latency-ns", line)
+
+
+class NamesTest(unittest.TestCase):
+    def test_names(self):
+        cases = {
+            "eager": ("BenchmarkServer/backend=pytorch-eager/batch=32/workers=1/pipeline=serial/precision=fp16"
+                      "/graphs=off/devices=1/load=burst-16",
+                      "BenchmarkForward/backend=pytorch-eager/batch=32/precision=fp16-16"),
+            "graph": ("BenchmarkServer/backend=pytorch-graph/batch=32/workers=1/pipeline=overlap/precision=fp16"
+                      "/graphs=on/devices=1/load=burst-16",
+                      "BenchmarkForward/backend=pytorch-graph/batch=32/precision=fp16-16"),
+            "compile-max": (None, "BenchmarkForward/backend=pytorch-compile-max/batch=32/precision=fp16-16"),
+            # Named by its model, as compile-max, and by its loop, as graph;
+            # its forward pass is a graph replay, not compile-max's.
+            "graph-max": ("BenchmarkServer/backend=pytorch-compile-max/batch=32/workers=1/pipeline=overlap"
+                          "/precision=fp16/graphs=on/devices=1/load=burst-16",
+                          "BenchmarkForward/backend=pytorch-compile-max/batch=32/precision=fp16/graphs=on-16"),
+        }
+        for backend, (server, forward) in cases.items():
+            with self.subTest(backend=backend):
+                got_server, got_forward = pb.names(backend, 32, "fp16", "-16")
+                if server is not None:  # compile-max prints no server line
+                    self.assertEqual(got_server, server)
+                self.assertEqual(got_forward, forward)
+
+    def test_printed_names_are_distinct(self):
+        printed = []
+        for backend in pb.BACKENDS:
+            server, forward = pb.names(backend, 1, "fp16")
+            if backend != "compile-max":
+                printed.append(server)
+            printed.append(forward)
+        self.assertEqual(len(printed), len(set(printed)), printed)
+
+    def test_graph_max_serves_its_own_graphs(self):
+        self.assertIn("graph-max", pb.OVERLAP)
+        # Inductor's own CUDA graphs would be captured inside the loop's.
+        self.assertEqual(pb.COMPILE_MODES["graph-max"], "max-autotune-no-cudagraphs")
+        self.assertEqual(pb.COMPILE_MODES["compile-max"], "max-autotune")
+
+
+class ArgsTest(unittest.TestCase):
+    def test_backends(self):
+        args = pb.parse_args(["--backends", "graph,graph-max,compile-max", "--slots", "4"])
+        self.assertEqual(pb.words(args.backends), ["graph", "graph-max", "compile-max"])
+        self.assertEqual(args.slots, 4)
+        self.assertEqual(pb.words(pb.parse_args([]).backends), ["eager", "compile"])
+
+    def test_unknown_backend_is_refused(self):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit):
+            pb.parse_args(["--backends", "graph,graph-maxx"])
+        self.assertIn("unknown graph-maxx", stderr.getvalue())
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# gpu-triton.sh: on the GPU machine, in one call, our server and Triton
-# (PyTriton serving torchvision's ResNet-18, scripts/peers/pytriton_resnet.py)
-# run side by side on the same GPU; scripts/peers/v2probe.py shows one answer
-# of each, field by field; then perf_analyzer and our suite (-target)
-# measure each at the same points, one server after the other:
+# gpu-triton.sh: on the GPU machine, in one call, our server and PyTriton
+# (Triton with its Python back-end, serving torchvision's ResNet-18:
+# scripts/peers/pytriton_resnet.py) run side by side on the same GPU;
+# scripts/peers/v2probe.py shows one answer of each, field by field; then
+# perf_analyzer and our suite (-target) measure each at the same points, one
+# server after the other:
 #   grpc, batch 1, concurrency 1, 2, 4, 8;
 #   grpc with system shared memory, batch 32 and 256, concurrency 1, 2, 4.
+# Triton with its C++ back-ends (PyTorch/libtorch, ONNX Runtime, TensorRT)
+# is another peer, not measured here. Labels and files name the peer
+# "pytriton" (results/nvidia-h200/peers, made before, says "triton").
 #
 # usage (repository root on the GPU machine): B=.gpuz2 OUT=$OUT scripts/peers/gpu-triton.sh
 # B holds bins.tar.xz (inferbench and root.test built with -tags cuda),
@@ -52,10 +56,10 @@ waitfor "$OUT/serve.log" 'msg=serving' 60 && grep 'warm-up' "$OUT/serve.log" | c
 
 python3 scripts/peers/pytriton_resnet.py --http-port 8100 --grpc-port 8101 --metrics-port 8102 \
 	>"$OUT/pytriton.log" 2>&1 &
-triton=$!
+pytriton=$!
 if waitfor "$OUT/pytriton.log" '^serving' 240; then
 	grep 'pytriton_resnet:' "$OUT/pytriton.log"
-	servers="ours:8001 triton:8101"
+	servers="ours:8001 pytriton:8101"
 else
 	echo "PyTriton did not start; the end of its log:"
 	tail -40 "$OUT/pytriton.log"
@@ -83,9 +87,9 @@ for s in $servers; do
 done
 tail -5 "$P/suite.err"
 tar -C "$P" -czf "$OUT/perf_analyzer.tgz" $(cd "$P" && ls -d pa-*)
-kill -TERM $ours $triton
+kill -TERM $ours $pytriton
 wait $ours
 echo "our server exit: $?"
-wait $triton
+wait $pytriton
 echo "pytriton exit: $?"
 grep 'pytriton_resnet: instance' "$OUT/pytriton.log"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Triton itself on our GPU: torchvision's ResNet-18 served by PyTriton.
+"""PyTriton (Triton with its Python back-end) on our GPU: torchvision's
+ResNet-18, the peer scripts/peers/gpu-triton.sh measures beside ours.
 
 PyTriton (PyPI ``nvidia-pytriton``) bundles NVIDIA's Triton Inference Server
 and runs a Python function as a model behind Triton's HTTP and gRPC front
