@@ -479,7 +479,11 @@ def build_model(torch, torchvision, ckpt, backend, precision):
     if precision == "fp16":
         model = model.half().to(memory_format=torch.channels_last)
     if backend in COMPILE_MODES:
-        model = torch.compile(model, mode=COMPILE_MODES[backend])
+        torch._dynamo.reset()
+        # Static shapes: every configuration has one batch size, and without
+        # dynamic=False a process (or dynamo's on-disk profile) that has seen
+        # two batch sizes compiles the batch dimension as dynamic, slower.
+        model = torch.compile(model, mode=COMPILE_MODES[backend], dynamic=False)
     torch.cuda.synchronize()
     return model, t1 - t0, time.perf_counter_ns() - t1
 
