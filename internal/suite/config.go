@@ -56,8 +56,8 @@ func (c *config) configLines() []backend.KV {
 	}
 	// Every result before -idle-poll existed slept at once: only a set
 	// value gets a line.
-	if f.idlePoll > 0 {
-		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
+	if f.shared.IdlePoll > 0 {
+		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.shared.IdlePoll.String()})
 	}
 	// Every result before -grpc-server existed was served by grpc-go.
 	if c.grpcWire() && f.shared.GRPCServer != protocol.GRPCServerGo {
