@@ -522,7 +522,7 @@ func (c *config) setModel(f *settings) error {
 	if err != nil {
 		return badFlag(serverflag.Checkpoint.Name, f.shared.Checkpoint, "%v", err)
 	}
-	c.arch, c.model = m.Arch, archName(m.Arch)
+	c.arch, c.model = m.Arch, m.Arch.Name()
 	c.checkpoint = filepath.Base(f.shared.Checkpoint) + " sha256:" + sum
 	return nil
 }
@@ -546,28 +546,6 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// archName names an architecture: resnet18, tiny, or its shape.
-func archName(a resnet.Arch) string {
-	same := func(b resnet.Arch) bool {
-		return a.InChannels == b.InChannels && a.Stem == b.Stem && a.Classes == b.Classes &&
-			slices.Equal(a.Widths, b.Widths) && slices.Equal(a.Blocks, b.Blocks)
-	}
-	switch {
-	case same(resnet.ResNet18()):
-		return "resnet18"
-	case same(resnet.Tiny()):
-		return "tiny"
-	}
-	join := func(v []int) string {
-		s := make([]string, len(v))
-		for i, x := range v {
-			s[i] = strconv.Itoa(x)
-		}
-		return strings.Join(s, "-")
-	}
-	return fmt.Sprintf("resnet(stem=%d,widths=%s,blocks=%s,classes=%d)", a.Stem, join(a.Widths), join(a.Blocks), a.Classes)
 }
 
 // batchesFor returns the batch sizes for back-end be.

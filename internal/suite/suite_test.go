@@ -199,7 +199,7 @@ func TestCheckpointConfigLine(t *testing.T) {
 		lines[kv.Key] = kv.Value
 	}
 	assert.Equal(t, filepath.Base(ckpt)+" sha256:"+sum, lines["checkpoint"])
-	assert.Equal(t, archName(c.arch), lines["model"])
+	assert.Equal(t, c.arch.Name(), lines["model"])
 	assert.Len(t, sum, 64)
 
 	_, err = parseSuiteFlags(t, noGPU, "Server", "1x", "-checkpoint", ckpt, "-model", "tiny")
