@@ -113,7 +113,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start("grpc", lns.grpc, door.grpc.Serve)
 	start("grpc health", lns.grpcHealth, door.grpcHealth.Serve)
 	start("metrics", lns.metrics, door.metrics.Serve)
-	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
+	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "weights", srv.Weights(), "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
 
 	var cause error
 	select {
