@@ -137,7 +137,7 @@ func (f *serveFlags) check() error {
 	c := &f.cfg
 	var err error
 	sh := &f.shared
-	c.Checkpoint, c.Seed, c.IdlePoll, f.modelName, f.grpcServer = sh.Checkpoint, sh.Seed, sh.IdlePoll, sh.ModelName, sh.GRPCServer
+	c.Checkpoint, c.Seed, c.IdlePoll, f.modelName, f.grpcServer = sh.Checkpoint, sh.Seed, sh.IdlePoll, sh.Name(), sh.GRPCServer
 	for _, v := range []struct {
 		s *serverflag.Setting
 		v string

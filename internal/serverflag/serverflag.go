@@ -45,7 +45,7 @@ var (
 		Usage: "a torchvision ResNet checkpoint (.pt/.pth zip or legacy pickle, .safetensors) instead of the embedded seeded model"}
 	Size      = &Setting{Name: "size", Usage: "input height x width in pixels"}
 	Seed      = &Setting{Name: "seed", Usage: "seed of the embedded model's initialisation"}
-	ModelName = &Setting{Name: "model-name", Usage: "the model's name in URLs and requests"}
+	ModelName = &Setting{Name: "model-name", Usage: "the model's name in URLs and requests; if not given, -model's (resnet18 or tiny), and resnet18 for a -checkpoint"}
 	Convs     = &Setting{Name: "convs", Values: []string{"graph", "legacy"},
 		Usage: "convolutions (cuda): graph (cuDNN's backend API, fused with bias, residual and ReLU, where it beats legacy) or legacy (cudnnConvolutionBiasActivationForward)"}
 	GRPCServer = &Setting{Name: "grpc-server", Values: []string{protocol.GRPCServerH2, protocol.GRPCServerGo},
@@ -151,11 +151,14 @@ type Flags struct {
 	Model, Checkpoint, Size, ModelName, Convs, GRPCServer string
 	Seed                                                  uint64
 	IdlePoll                                              time.Duration
+
+	fs *flag.FlagSet // where Register put them
 }
 
 // Register registers f's flags on fs. seedMore and grpcMore are the
 // program's own words on the seed and the gRPC server.
 func (f *Flags) Register(fs *flag.FlagSet, seedMore, grpcMore string) {
+	f.fs = fs
 	Model.String(fs, &f.Model, "resnet18", "")
 	Checkpoint.String(fs, &f.Checkpoint, "", "")
 	Size.String(fs, &f.Size, fmt.Sprintf("%dx%d", inference.DefaultHeight, inference.DefaultWidth), "")
@@ -164,6 +167,20 @@ func (f *Flags) Register(fs *flag.FlagSet, seedMore, grpcMore string) {
 	Convs.String(fs, &f.Convs, "legacy", "")
 	GRPCServer.String(fs, &f.GRPCServer, protocol.GRPCServerH2, grpcMore)
 	IdlePoll.Duration(fs, &f.IdlePoll, 0, "")
+}
+
+// Name is the name the model is served under: -model-name if it was given;
+// otherwise the embedded model's (-model), or for a -checkpoint
+// -model-name's default, resnet18.
+func (f *Flags) Name() string {
+	given := false
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == ModelName.Name })
+	}
+	if given || f.Checkpoint != "" {
+		return f.ModelName
+	}
+	return f.Model
 }
 
 // Arch is the embedded model -model names.

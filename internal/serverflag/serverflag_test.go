@@ -66,3 +66,25 @@ func TestRegister(t *testing.T) {
 	assert.Contains(t, fs.Lookup("pipelines").Usage, Pipeline.Usage)
 	assert.Equal(t, Seed.Usage+"; also of the inputs", fs.Lookup("seed").Usage)
 }
+
+// TestName: the model is served under -model-name if given, else under the
+// embedded model's name, and as resnet18 from a checkpoint.
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "resnet18"},
+		{[]string{"-model", "tiny"}, "tiny"},
+		{[]string{"-model", "tiny", "-model-name", "rn"}, "rn"},
+		{[]string{"-model-name", "rn"}, "rn"},
+		{[]string{"-checkpoint", "w.pth"}, "resnet18"},
+		{[]string{"-checkpoint", "w.pth", "-model-name", "mine"}, "mine"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var f Flags
+		f.Register(fs, "", "")
+		require.NoError(t, fs.Parse(tc.args))
+		assert.Equal(t, tc.want, f.Name(), "%q", tc.args)
+	}
+}

@@ -108,7 +108,7 @@ func (c *config) targetLines() []backend.KV {
 	}
 	return append(append(kv,
 		backend.KV{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
-		backend.KV{Key: "model", Value: c.flags.shared.ModelName},
+		backend.KV{Key: "model", Value: c.flags.shared.Name()},
 		backend.KV{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
 		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.shared.Seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},

@@ -130,7 +130,7 @@ func (c *config) serveArgs(p point, transport string) []string {
 	sh := &c.flags.shared
 	name := func(s *serverflag.Setting) string { return "-" + s.Name } // serve's flag of a setting the suite shares
 	args := []string{"serve", "-log", "json", "-http-addr", httpAddr, "-grpc-addr", grpcAddr, "-metrics-addr", "",
-		name(serverflag.ModelName), sh.ModelName, name(serverflag.Backend), p.be,
+		name(serverflag.ModelName), sh.Name(), name(serverflag.Backend), p.be,
 		"-max-batch", strconv.Itoa(maxBatch), name(serverflag.Batches), strings.Join(sizes, ","),
 		name(serverflag.MaxQueueDelay), delay.String(), name(serverflag.Workers), strconv.Itoa(p.workers),
 		name(serverflag.Pipeline), p.pipe, name(serverflag.Precision), p.prec,

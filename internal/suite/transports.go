@@ -20,7 +20,7 @@ import (
 // setTransports checks -transports, -target, -servers, -serve-bin and
 // -model-name.
 func (c *config) setTransports(f *settings, tf testingFlags) error {
-	if f.shared.ModelName == "" {
+	if f.shared.Name() == "" {
 		return badFlag(serverflag.ModelName.Name, "", "give the model's name")
 	}
 	var err error
