@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,16 +165,20 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("-queue-policy %q: want block or reject", f.queuePolicy)
 	}
 	for _, r := range []struct {
-		name string
-		v    int
-		min  int
+		name     string
+		v        int
+		min, max int // max 0: none
 	}{
-		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
-		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
-		{"-health-conns", f.healthConns, 0}, {"-max-id-bytes", f.maxIDBytes, 1},
+		{"-workers", c.Workers, 1, inference.LimitWorkers}, {"-slots", c.Slots, 0, inference.LimitSlots},
+		{"-max-batch", c.MaxBatch, 1, inference.LimitMaxBatch}, {"-max-queue", c.MaxQueue, 1, inference.LimitMaxQueue},
+		{"-max-header-bytes", f.maxHeaderBytes, 1024, 0}, {"-max-conns", f.maxConns, 0, 0},
+		{"-health-conns", f.healthConns, 0, 0}, {"-max-id-bytes", f.maxIDBytes, 1, 0},
 	} {
 		if r.v < r.min {
 			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)
+		}
+		if r.max > 0 && r.v > r.max {
+			return fmt.Errorf("%s %d: must be at most %d", r.name, r.v, r.max)
 		}
 	}
 	if f.grpcWindow < 64<<10 || f.grpcWindow > 256<<20 {
@@ -189,6 +195,16 @@ func (f *serveFlags) check() error {
 	}
 	if c.PreferredBatches, err = intList("-preferred-batches", f.preferred, 1); err != nil {
 		return err
+	}
+	for _, l := range []struct {
+		name string
+		v    []int
+	}{{"-" + serverflag.Batches.Name, c.Batches}, {"-preferred-batches", c.PreferredBatches}} {
+		for _, b := range l.v {
+			if b > c.MaxBatch {
+				return fmt.Errorf("%s: %d is larger than -max-batch %d", l.name, b, c.MaxBatch)
+			}
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -226,6 +242,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
 		return err
+	}
+	if slices.Contains(f.norm.Std, 0) {
+		return fmt.Errorf("-uint8-std %q: a standard deviation of 0 divides by zero", f.uint8Std)
 	}
 	for _, l := range []struct {
 		name string
@@ -307,11 +326,12 @@ func intList(name, s string, min int) ([]int, error) {
 	return out, nil
 }
 
+// floatList parses a comma-separated list of finite numbers.
 func floatList(name, s string) ([]float32, error) {
 	var out []float32
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
-		if err != nil {
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("%s %q: want comma-separated numbers", name, s)
 		}
 		out = append(out, float32(v))
