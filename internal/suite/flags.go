@@ -196,6 +196,17 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if c.workers, err = positiveInts(serverflag.Workers.List, f.workers, "workers"); err != nil {
 		return nil, err
 	}
+	for _, l := range []struct {
+		name, value string
+		vals        []int
+		limit       int
+	}{{serverflag.Batches.List, f.batches, c.batches, inference.LimitMaxBatch}, {serverflag.Workers.List, f.workers, c.workers, inference.LimitWorkers}} {
+		for _, n := range l.vals {
+			if n > l.limit {
+				return nil, badFlag(l.name, l.value, "%d is more than a server takes (%d)", n, l.limit)
+			}
+		}
+	}
 	if c.devices, err = positiveInts(serverflag.Devices.List, f.devices, "devices"); err != nil {
 		return nil, err
 	}
