@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -129,4 +130,18 @@ func TestSharedMemoryFlagsReachTheFrontDoor(t *testing.T) {
 		require.NoError(t, err, errOut.String())
 		assert.Equal(t, tc.want, f.sharedMemory(), "%v", tc.args)
 	}
+}
+
+// TestAddressInUseStopsBeforeTheModelLoads: an address that cannot be
+// listened on is found before the model loads (no warm-up line), naming its
+// flag.
+func TestAddressInUseStopsBeforeTheModelLoads(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"serve", "-http-addr", ln.Addr().String(), "-grpc-addr", "", "-metrics-addr", ""}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `-http-addr "`+ln.Addr().String()+`"`)
+	assert.NotContains(t, errOut.String(), "warm-up", "the model was loaded first")
 }
