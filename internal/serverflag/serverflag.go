@@ -169,9 +169,8 @@ func (f *Flags) Register(fs *flag.FlagSet, seedMore, grpcMore string) {
 	IdlePoll.Duration(fs, &f.IdlePoll, 0, "")
 }
 
-// Name is the name the model is served under: -model-name if it was given;
-// otherwise the embedded model's (-model), or for a -checkpoint
-// -model-name's default, resnet18.
+// Name is the name the model is served under: -model-name if it was given,
+// else -model's name, or resnet18 (-model-name's default) for a -checkpoint.
 func (f *Flags) Name() string {
 	given := false
 	if f.fs != nil {
