@@ -59,12 +59,13 @@ const MaxIdlePoll = 10 * time.Millisecond
 
 // Upper bounds New accepts: larger values are configuration mistakes that
 // would exhaust memory (buffers are sized by them at start-up) or overflow
-// sizes.
+// sizes. A program checks its flags against the exported ones before it
+// calls New.
 const (
-	limitWorkers  = 256
-	limitSlots    = 16
-	limitMaxBatch = 4096
-	limitMaxQueue = 1 << 20
+	LimitWorkers  = 256     // Config.Workers
+	LimitSlots    = 16      // Config.Slots
+	LimitMaxBatch = 4096    // Config.MaxBatch
+	LimitMaxQueue = 1 << 20 // Config.MaxQueue
 	limitSide     = 8192    // Height and Width, pixels
 	limitValues   = 1 << 31 // MaxBatch x channels x Height x Width: one slot's input, float32 values
 )
@@ -185,10 +186,10 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{"Height", c.Height, limitSide},
 		{"Width", c.Width, limitSide},
-		{"MaxBatch", c.MaxBatch, limitMaxBatch},
-		{"Workers", c.Workers, limitWorkers},
-		{"Slots", c.Slots, limitSlots},
-		{"MaxQueue", c.MaxQueue, limitMaxQueue},
+		{"MaxBatch", c.MaxBatch, LimitMaxBatch},
+		{"Workers", c.Workers, LimitWorkers},
+		{"Slots", c.Slots, LimitSlots},
+		{"MaxQueue", c.MaxQueue, LimitMaxQueue},
 	} {
 		if f.value < 0 || f.value > f.max {
 			return c, fmt.Errorf("inference: Config.%s = %d, want 1..%d", f.name, f.value, f.max)

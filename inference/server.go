@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -249,6 +250,23 @@ func (s *Server) Uint8OnDevice() bool { return s.deviceUint8 }
 
 // Classes is the number of logits per image.
 func (s *Server) Classes() int { return s.classes }
+
+// Arch is the architecture of the model the server runs.
+func (s *Server) Arch() resnet.Arch { return s.model.Arch }
+
+// Weights says which weights the server runs: "checkpoint NAME" (the base
+// name of Config.Checkpoint); for the model New builds, "seeded random
+// (torchvision initialisation, seed N): logits are no classification";
+// "given by the program (inference.Config.Model)" otherwise.
+func (s *Server) Weights() string {
+	switch {
+	case s.cfg.Model != nil:
+		return "given by the program (inference.Config.Model)"
+	case s.cfg.Checkpoint != "":
+		return "checkpoint " + filepath.Base(s.cfg.Checkpoint)
+	}
+	return fmt.Sprintf("seeded random (torchvision initialisation, seed %d): logits are no classification", s.cfg.Seed)
+}
 
 // Sampler returns the back-end's utilisation sampler, or nil.
 func (s *Server) Sampler() backend.Sampler { return s.eng.Sampler() }

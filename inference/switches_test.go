@@ -31,8 +31,8 @@ func TestInfoEchoesSwitches(t *testing.T) {
 	}
 	_, ok := line()
 	assert.False(t, ok, "a switches line with no switch set")
-	t.Setenv(switches.ConvOverlap.Name, "off")
+	t.Setenv(switches.GemmKernel.Name, "generic")
 	got, ok := line()
-	assert.True(t, ok, "no switches line with %s set", switches.ConvOverlap.Name)
-	assert.Equal(t, "INFERBENCH_CONV_OVERLAP=off", got)
+	assert.True(t, ok, "no switches line with %s set", switches.GemmKernel.Name)
+	assert.Equal(t, "INFERBENCH_GEMM_KERNEL=generic", got)
 }

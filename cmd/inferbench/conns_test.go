@@ -45,7 +45,7 @@ func idleHTTP(t *testing.T, addr string) net.Conn {
 // slowBodyHTTP starts an inference request whose body never comes.
 func slowBodyHTTP(t *testing.T, addr string) net.Conn {
 	c := dialT(t, addr)
-	_, err := io.WriteString(c, "POST /v2/models/resnet18/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"inputs\":[")
+	_, err := io.WriteString(c, "POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"inputs\":[")
 	require.NoError(t, err)
 	return c
 }
@@ -172,7 +172,7 @@ func probeHTTP(t *testing.T, s *server) (time.Duration, error) {
 	defer hc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), probeBound)
 	defer cancel()
-	_, err = hc.Infer(ctx, &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}})
+	_, err = hc.Infer(ctx, &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}})
 	var ce *client.Error
 	if err != nil && !(errors.As(err, &ce) && ce.HTTPStatus == http.StatusServiceUnavailable) {
 		return 0, fmt.Errorf("infer: %w", err)
@@ -243,7 +243,7 @@ func probeGRPC(t *testing.T, s *server) (time.Duration, error) {
 func TestFullListenerAnswersEveryRequest(t *testing.T) {
 	const slots, clients, each = 4, 12, 20
 	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-max-batch", "4", "-max-conns", fmt.Sprint(slots))
-	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	req := &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
 	type tally struct{ ok, refused int }
 	results := make(chan tally, clients)
 	errs := make(chan error, clients*each)
@@ -291,7 +291,7 @@ func TestFullListenerAnswersEveryRequest(t *testing.T) {
 // inferServed makes one inference call over target's protocol on a new
 // connection: nil if it was served.
 func inferServed(t *testing.T, s *server, target string) error {
-	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	req := &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
 	var c client.Client
 	var err error
 	if target == "http" {

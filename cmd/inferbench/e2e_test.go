@@ -233,7 +233,7 @@ func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 	t.Run("curl JSON", func(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"id": "curl-1", "inputs": []map[string]any{{"name": "input", "datatype": "FP32", "shape": shape, "data": images}}})
 		out := runTool(t, curl, body, "-sS", "--fail-with-body", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", "@-",
-			"http://"+s.http+"/v2/models/resnet18/infer")
+			"http://"+s.http+"/v2/models/tiny/infer")
 		var r struct {
 			ID      string `json:"id"`
 			Outputs []struct {
@@ -259,7 +259,7 @@ func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 		hdrs := filepath.Join(dir, "headers")
 		out := runTool(t, curl, body, "-sS", "--fail-with-body", "-X", "POST", "-D", hdrs,
 			"-H", "Content-Type: application/octet-stream", "-H", "Inference-Header-Content-Length: "+strconv.Itoa(len(head)),
-			"--data-binary", "@-", "http://"+s.http+"/v2/models/resnet18/infer")
+			"--data-binary", "@-", "http://"+s.http+"/v2/models/tiny/infer")
 		h, err := os.ReadFile(hdrs)
 		require.NoError(t, err)
 		hl := -1
@@ -284,7 +284,7 @@ func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 		assert.Contains(t, list, "grpc.health.v1.Health")
 		health := string(runTool(t, grpcurl, nil, "-plaintext", s.grpc, "grpc.health.v1.Health/Check"))
 		assert.Contains(t, health, "SERVING")
-		req, _ := json.Marshal(map[string]any{"model_name": "resnet18", "id": "grpcurl-1",
+		req, _ := json.Marshal(map[string]any{"model_name": "tiny", "id": "grpcurl-1",
 			"inputs": []map[string]any{{"name": "input", "datatype": "FP32", "shape": shape, "contents": map[string]any{"fp32_contents": images}}}})
 		out := runTool(t, grpcurl, req, "-plaintext", "-d", "@", s.grpc, "inference.GRPCInferenceService/ModelInfer")
 		var r struct {
@@ -309,7 +309,7 @@ func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 		require.NoError(t, err)
 		defer gc.Close()
 		for name, c := range map[string]client.Client{"http": hc, "grpc": gc} {
-			r, err := c.Infer(context.Background(), &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", shape, images)}})
+			r, err := c.Infer(context.Background(), &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", shape, images)}})
 			require.NoError(t, err, name)
 			out, err := r.Output("logits")
 			require.NoError(t, err)
@@ -321,8 +321,8 @@ func TestServeAnswersRealClientsWithInProcessLogits(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) {
 		out := string(runTool(t, curl, nil, "-sS", "--fail", "http://"+s.metrics+"/metrics"))
-		assert.Contains(t, out, `nv_inference_request_success{model="resnet18",version="1"} 5`, "five requests answered so far")
-		assert.Contains(t, out, `nv_inference_count{model="resnet18",version="1"} 10`)
+		assert.Contains(t, out, `nv_inference_request_success{model="tiny",version="1"} 5`, "five requests answered so far")
+		assert.Contains(t, out, `nv_inference_count{model="tiny",version="1"} 10`)
 	})
 
 	err, took := s.stop(t)
@@ -393,7 +393,7 @@ func TestSIGTERMEndsOpenStreams(t *testing.T) {
 	gc, err := client.NewGRPC(s.grpc, client.GRPCOptions{Stream: true})
 	require.NoError(t, err)
 	defer gc.Close()
-	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
+	req := &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, 32, 32}, make([]float32, 3*32*32))}}
 	_, err = gc.Infer(context.Background(), req)
 	require.NoError(t, err, "the stream is open")
 	err, took := s.stop(t)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/protocol"
-	"github.com/inferbench/inferbench/internal/modelflag"
+	"github.com/inferbench/inferbench/internal/serverflag"
 )
 
 // Defaults of serve's front-door flags.
@@ -30,7 +31,7 @@ const (
 // the front door's.
 type serveFlags struct {
 	cfg    inference.Config
-	shared modelflag.Flags // the flags the suite takes too
+	shared serverflag.Flags // the flags the suite takes too
 
 	modelName, modelVersion               string
 	httpAddr, grpcAddr, metricsAddr       string
@@ -67,24 +68,23 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.SetOutput(stderr)
 	c := &f.cfg
 	// The model and the back-end (inference.Config).
-	fs.StringVar(&c.BackendName, "backend", "cpu", "back-end: cpu (pure Go), cuda (cuDNN; a -tags cuda build on a GPU machine) or nop (zero-cost, measures the server itself)")
-	f.shared.Register(fs, "seed of the embedded model's initialisation", "gRPC: the server's implementation")
-	fs.IntVar(&c.Workers, "workers", 1, "compute workers (each with its own stream on a GPU)")
-	fs.StringVar(&f.pipeline, "pipeline", "serial", "serial (copy-in, compute, copy-out in turn) or overlap (three stages, three batches in flight per worker)")
+	f.shared.Register(fs, "", "")
+	serverflag.Backend.String(fs, &c.BackendName, "cpu", "")
+	serverflag.Workers.Int(fs, &c.Workers, 1, "")
+	serverflag.Pipeline.String(fs, &f.pipeline, "serial", "")
 	fs.IntVar(&c.Slots, "slots", 0, "batches in flight per worker (0: 1 for serial, 3 for overlap)")
-	fs.StringVar(&f.precision, "precision", "fp32", "arithmetic: fp32, tf32 or fp16 (tf32 and fp16 on cuda)")
-	fs.BoolVar(&c.Graphs, "graphs", false, "replay the forward pass as a CUDA graph per prepared batch size (cuda)")
-	fs.StringVar(&f.devices, "devices", "0", "GPU ordinals to spread the workers over, comma-separated (cuda)")
-	fs.BoolVar(&c.PinnedInput, "pinned-input", true, "the front door decodes requests into the server's AllocInput memory, so the cuda back-end needs no staging buffers (false: make them anyway)")
+	serverflag.Precision.String(fs, &f.precision, "fp32", "")
+	serverflag.Graphs.Bool(fs, &c.Graphs, false, "")
+	serverflag.Devices.String(fs, &f.devices, "0", "their ordinals, comma-separated")
+	serverflag.PinnedInput.Bool(fs, &c.PinnedInput, true, "the front door decodes requests there (false: make the buffers anyway)")
 	fs.IntVar(&c.MaxBatch, "max-batch", inference.DefaultMaxBatch, "largest batch of one request (and of a merged batch)")
-	fs.StringVar(&f.batches, "batches", "1", "batch sizes to prepare at start-up (plans, graphs), comma-separated")
+	serverflag.Batches.String(fs, &f.batches, "1", "comma-separated")
 	fs.IntVar(&c.MaxQueue, "max-queue", inference.DefaultMaxQueue, "requests waiting for a worker at most")
 	fs.StringVar(&f.queuePolicy, "queue-policy", "reject", "when the queue or -inflight-bytes is full: reject (503 with Retry-After / RESOURCE_EXHAUSTED at once) or block (wait, up to the request's deadline; the wait for -inflight-bytes is bounded only by the client's own deadline)")
 	fs.DurationVar(&c.Timeout, "timeout", defaultTimeout, "deadline of a request from its arrival: one still queued then is answered 504 / DEADLINE_EXCEEDED, one computing when it passes as soon as its batch ends (0: none; the request's \"timeout\" parameter or a gRPC deadline may shorten it)")
 	fs.BoolVar(&c.RejectNonFinite, "reject-non-finite", false, "reject inputs holding NaN or Inf (one pass over the data)")
-	fs.DurationVar(&c.MaxQueueDelay, "max-queue-delay", 0, "dynamic batching: merge queued requests for at most this long (0: off)")
+	serverflag.MaxQueueDelay.Duration(fs, &c.MaxQueueDelay, 0, "0: off")
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
-	fs.DurationVar(&c.IdlePoll, "idle-poll", 0, "how long an idle worker, a request's handler and the reader of an HTTP or gRPC connection keep looking for work, an answer or the next bytes before they sleep (busy CPUs for lower latency one request at a time; 0: sleep at once; at most 10ms)")
 	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the serving, from the end of the warm-up to the end of the drain, to this file")
 	// The front door.
@@ -138,25 +138,23 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 func (f *serveFlags) check() error {
 	c := &f.cfg
 	var err error
-	if !slices.Contains(backend.Names(), c.BackendName) {
-		return fmt.Errorf("-backend %q: want one of %s", c.BackendName, strings.Join(backend.Names(), ", "))
-	}
 	sh := &f.shared
-	c.Checkpoint, c.Seed, f.modelName, f.grpcServer = sh.Checkpoint, sh.Seed, sh.ModelName, sh.GRPCServer
-	if c.Arch, err = modelflag.Arch(sh.Model); err != nil {
-		return fmt.Errorf("-model %q: %v", sh.Model, err)
+	c.Checkpoint, c.Seed, c.IdlePoll, f.modelName, f.grpcServer = sh.Checkpoint, sh.Seed, sh.IdlePoll, sh.Name(), sh.GRPCServer
+	for _, v := range []struct {
+		s *serverflag.Setting
+		v string
+	}{{serverflag.Backend, c.BackendName}, {serverflag.Model, sh.Model}, {serverflag.Pipeline, f.pipeline},
+		{serverflag.Precision, f.precision}, {serverflag.Convs, sh.Convs}, {serverflag.GRPCServer, f.grpcServer}} {
+		if err := v.s.Check(v.v); err != nil {
+			return fmt.Errorf("-%s %q: %v", v.s.Name, v.v, err)
+		}
 	}
-	if c.Height, c.Width, err = modelflag.ParseSize(sh.Size); err != nil {
+	c.Arch, _ = serverflag.Arch(sh.Model)
+	c.Pipeline, _ = backend.ParsePipeline(f.pipeline)
+	c.Precision, _ = backend.ParsePrecision(f.precision)
+	c.Convs, _ = backend.ParseConvs(sh.Convs)
+	if c.Height, c.Width, err = serverflag.ParseSize(sh.Size); err != nil {
 		return fmt.Errorf("-size %q: %v", sh.Size, err)
-	}
-	if c.Pipeline, err = backend.ParsePipeline(f.pipeline); err != nil {
-		return fmt.Errorf("-pipeline: %v", err)
-	}
-	if c.Precision, err = backend.ParsePrecision(f.precision); err != nil {
-		return fmt.Errorf("-precision: %v", err)
-	}
-	if c.Convs, err = backend.ParseConvs(sh.Convs); err != nil {
-		return fmt.Errorf("-convs: %v", err)
 	}
 	switch f.queuePolicy {
 	case "block":
@@ -167,35 +165,46 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("-queue-policy %q: want block or reject", f.queuePolicy)
 	}
 	for _, r := range []struct {
-		name string
-		v    int
-		min  int
+		name     string
+		v        int
+		min, max int // max 0: none
 	}{
-		{"-workers", c.Workers, 1}, {"-slots", c.Slots, 0}, {"-max-batch", c.MaxBatch, 1},
-		{"-max-queue", c.MaxQueue, 1}, {"-max-header-bytes", f.maxHeaderBytes, 1024}, {"-max-conns", f.maxConns, 0},
-		{"-health-conns", f.healthConns, 0}, {"-max-id-bytes", f.maxIDBytes, 1},
+		{"-workers", c.Workers, 1, inference.LimitWorkers}, {"-slots", c.Slots, 0, inference.LimitSlots},
+		{"-max-batch", c.MaxBatch, 1, inference.LimitMaxBatch}, {"-max-queue", c.MaxQueue, 1, inference.LimitMaxQueue},
+		{"-max-header-bytes", f.maxHeaderBytes, 1024, 0}, {"-max-conns", f.maxConns, 0, 0},
+		{"-health-conns", f.healthConns, 0, 0}, {"-max-id-bytes", f.maxIDBytes, 1, 0},
 	} {
 		if r.v < r.min {
 			return fmt.Errorf("%s %d: must be at least %d", r.name, r.v, r.min)
+		}
+		if r.max > 0 && r.v > r.max {
+			return fmt.Errorf("%s %d: must be at most %d", r.name, r.v, r.max)
 		}
 	}
 	if f.grpcWindow < 64<<10 || f.grpcWindow > 256<<20 {
 		return fmt.Errorf("-grpc-window %d: want 64 KiB (65536) to 256 MiB (268435456)", f.grpcWindow)
 	}
-	if err := modelflag.CheckGRPCServer(f.grpcServer); err != nil {
-		return fmt.Errorf("-grpc-server %q: %v", f.grpcServer, err)
-	}
 	if f.grpcMaxStreams < 1 {
 		return fmt.Errorf("-grpc-max-streams must be at least 1")
 	}
-	if c.Devices, err = intList("-devices", f.devices, 0); err != nil {
+	if c.Devices, err = intList("-"+serverflag.Devices.Name, f.devices, 0); err != nil {
 		return err
 	}
-	if c.Batches, err = intList("-batches", f.batches, 1); err != nil {
+	if c.Batches, err = intList("-"+serverflag.Batches.Name, f.batches, 1); err != nil {
 		return err
 	}
 	if c.PreferredBatches, err = intList("-preferred-batches", f.preferred, 1); err != nil {
 		return err
+	}
+	for _, l := range []struct {
+		name string
+		v    []int
+	}{{"-" + serverflag.Batches.Name, c.Batches}, {"-preferred-batches", c.PreferredBatches}} {
+		for _, b := range l.v {
+			if b > c.MaxBatch {
+				return fmt.Errorf("%s: %d is larger than -max-batch %d", l.name, b, c.MaxBatch)
+			}
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -208,8 +217,8 @@ func (f *serveFlags) check() error {
 			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
 		}
 	}
-	if c.IdlePoll > inference.MaxIdlePoll {
-		return fmt.Errorf("-idle-poll %v: must be at most %v", c.IdlePoll, inference.MaxIdlePoll)
+	if err := serverflag.CheckIdlePoll(c.IdlePoll); err != nil {
+		return fmt.Errorf("-idle-poll %v: %v", c.IdlePoll, err)
 	}
 	if f.maxBody < 0 || f.inflightBytes < 0 {
 		return fmt.Errorf("-max-body and -inflight-bytes must not be negative")
@@ -233,6 +242,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.norm.Std, err = floatList("-uint8-std", f.uint8Std); err != nil {
 		return err
+	}
+	if slices.Contains(f.norm.Std, 0) {
+		return fmt.Errorf("-uint8-std %q: a standard deviation of 0 divides by zero", f.uint8Std)
 	}
 	for _, l := range []struct {
 		name string
@@ -314,11 +326,12 @@ func intList(name, s string, min int) ([]int, error) {
 	return out, nil
 }
 
+// floatList parses a comma-separated list of finite numbers.
 func floatList(name, s string) ([]float32, error) {
 	var out []float32
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
-		if err != nil {
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("%s %q: want comma-separated numbers", name, s)
 		}
 		out = append(out, float32(v))

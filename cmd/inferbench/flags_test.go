@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -23,11 +24,21 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-max-batch", "-3"}, "-max-batch -3: must be at least 1"},
 		{[]string{"serve", "-size", "250"}, `-size "250": want HxW`},
 		{[]string{"serve", "-size", "16x16"}, `-size "16x16": resnet: input 16x16, want at least 32x32`},
-		{[]string{"serve", "-pipeline", "parallel"}, `-pipeline: backend: unknown pipeline "parallel"`},
-		{[]string{"serve", "-precision", "bf16"}, `unknown precision "bf16"`},
+		{[]string{"serve", "-pipeline", "parallel"}, `-pipeline "parallel": want serial or overlap`},
+		{[]string{"serve", "-precision", "bf16"}, `-precision "bf16": want fp32, tf32 or fp16`},
+		{[]string{"serve", "-convs", "fast"}, `-convs "fast": want graph or legacy`},
+		{[]string{"serve", "-grpc-server", "h3"}, `-grpc-server "h3": want h2grpc or grpc-go`},
 		{[]string{"serve", "-queue-policy", "drop"}, `-queue-policy "drop": want block or reject`},
 		{[]string{"serve", "-devices", "0,x"}, `-devices "0,x"`},
 		{[]string{"serve", "-batches", "0"}, `-batches "0": want comma-separated integers of at least 1`},
+		{[]string{"serve", "-batches", "1,512"}, `-batches: 512 is larger than -max-batch 256`},
+		{[]string{"serve", "-max-batch", "8", "-preferred-batches", "16"}, `-preferred-batches: 16 is larger than -max-batch 8`},
+		{[]string{"serve", "-max-batch", "100000"}, "-max-batch 100000: must be at most 4096"},
+		{[]string{"serve", "-workers", "5000"}, "-workers 5000: must be at most 256"},
+		{[]string{"serve", "-slots", "17"}, "-slots 17: must be at most 16"},
+		{[]string{"serve", "-max-queue", "99999999"}, "-max-queue 99999999: must be at most 1048576"},
+		{[]string{"serve", "-uint8-std", "0,1,1"}, `-uint8-std "0,1,1": a standard deviation of 0 divides by zero`},
+		{[]string{"serve", "-uint8-mean", "NaN,0,0"}, `-uint8-mean "NaN,0,0": want comma-separated numbers`},
 		{[]string{"serve", "-grace", "-1s"}, "-grace -1s: must not be negative"},
 		{[]string{"serve", "-model", "resnet50"}, `-model "resnet50": want resnet18 or tiny`},
 		{[]string{"serve", "-uint8-mean", "a,b,c"}, `-uint8-mean "a,b,c"`},
@@ -40,8 +51,8 @@ func TestBadFlagsNameTheFlagAndTheRule(t *testing.T) {
 		{[]string{"serve", "-shm-max-bytes", "0"}, "-shm-max-bytes 0: must be at least 1"},
 		{[]string{"serve", "-health-conns", "-1"}, "-health-conns -1: must be at least 0"},
 		{[]string{"serve", "-grpc-window", "1000"}, "-grpc-window 1000: want 64 KiB (65536) to 256 MiB (268435456)"},
-		{[]string{"serve", "-backend", "gpu"}, `-backend "gpu": want one of cpu, cuda, nop`},
-		{[]string{"serve", "-idle-poll", "20ms"}, "-idle-poll 20ms: must be at most 10ms"},
+		{[]string{"serve", "-backend", "gpu"}, `-backend "gpu": want cpu, cuda or nop`},
+		{[]string{"serve", "-idle-poll", "20ms"}, "-idle-poll 20ms: want 0 to 10ms"},
 		{[]string{"serve", "-uint8-mean", "0.5,0.5"}, "-uint8-mean: 2 values, want one for each of the model's 3 channels"},
 		{[]string{"serve", "-http-addr", "a:b:1"}, `-http-addr "a:b:1": address a:b:1: too many colons`},
 		{[]string{"serve", "-grpc-addr", ":99999"}, `-grpc-addr ":99999": port "99999"`},
@@ -119,4 +130,18 @@ func TestSharedMemoryFlagsReachTheFrontDoor(t *testing.T) {
 		require.NoError(t, err, errOut.String())
 		assert.Equal(t, tc.want, f.sharedMemory(), "%v", tc.args)
 	}
+}
+
+// TestAddressInUseStopsBeforeTheModelLoads: an address that cannot be
+// listened on is found before the model loads (no warm-up line), naming its
+// flag.
+func TestAddressInUseStopsBeforeTheModelLoads(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"serve", "-http-addr", ln.Addr().String(), "-grpc-addr", "", "-metrics-addr", ""}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `-http-addr "`+ln.Addr().String()+`"`)
+	assert.NotContains(t, errOut.String(), "warm-up", "the model was loaded first")
 }

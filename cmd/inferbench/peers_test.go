@@ -67,7 +67,7 @@ func TestTritonPythonClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "scripts", "peers", "tritonclient_check.py"),
 		"--http", s.http, "--grpc", s.grpc, "--input", in, "--shape", fmt.Sprintf("%d,3,%d,%d", n, side, side),
-		"--want", want, "--classes", fmt.Sprint(classes), "--shm-header", "inferbench-shm-key=s3cret")
+		"--want", want, "--classes", fmt.Sprint(classes), "--shm-header", "inferbench-shm-key=s3cret", "--model", "tiny")
 	out, err := cmd.CombinedOutput()
 	t.Logf("tritonclient_check.py:\n%s", out)
 	require.NoError(t, err, "server log:\n%s", s.logText())

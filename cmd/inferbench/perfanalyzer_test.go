@@ -78,7 +78,7 @@ func TestPerfAnalyzer(t *testing.T) {
 				csvPath := filepath.Join(dir, proto+"-"+shm+".csv")
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				cmd := exec.CommandContext(ctx, pa, append(args, "-m", "resnet18", "-u", addr, "-b", strconv.Itoa(batch),
+				cmd := exec.CommandContext(ctx, pa, append(args, "-m", "tiny", "-u", addr, "-b", strconv.Itoa(batch),
 					"--concurrency-range", "2", "--measurement-interval", "300", "--max-trials", "10",
 					// Any three windows will do: this checks that it works,
 					// not what it measures on a busy CI machine.

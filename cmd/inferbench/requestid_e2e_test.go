@@ -20,7 +20,7 @@ func TestMaxIDBytesBoundsRequestIDs(t *testing.T) {
 	infer := func(id string) (int, map[string]any) {
 		body := `{"id":` + mustJSON(t, id) + `,"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,32,32],"data":[` +
 			strings.TrimSuffix(strings.Repeat("0,", 3*32*32), ",") + `]}]}`
-		resp, err := http.Post("http://"+s.http+"/v2/models/resnet18/infer", "application/json", strings.NewReader(body))
+		resp, err := http.Post("http://"+s.http+"/v2/models/tiny/infer", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)

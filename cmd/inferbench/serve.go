@@ -32,8 +32,10 @@ import (
 
 // serve runs the server until ctx ends, then drains:
 //
-//  1. build the model and the inference server (warm-up, logged in parts);
-//  2. listen on the HTTP, gRPC and metrics addresses (one log line each);
+//  1. listen on the HTTP, gRPC and metrics addresses, so that one that
+//     cannot be listened on stops the command before the model loads;
+//  2. build the model and the inference server (warm-up, logged in parts),
+//     then log each address;
 //  3. serve until ctx ends (SIGINT/SIGTERM) or a listener fails;
 //  4. drain: readiness false at once, -drain-delay of serving while not
 //     ready, then stop accepting, answer every accepted request, stop the
@@ -52,8 +54,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Listen first, so that an address that cannot be listened on is found
+	// before the model loads; connections wait in the backlog until serving.
+	lns, err := f.listen(cfg.IdlePoll)
+	if err != nil {
+		return err
+	}
 	srv, err := inference.New(cfg)
 	if err != nil {
+		lns.close()
 		return err
 	}
 	logWarmup(log, srv)
@@ -61,17 +70,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Name: f.modelName, Version: f.modelVersion, Normalization: f.norm, InflightBytes: f.inflightBytes,
 	})
 	if err != nil {
+		lns.close()
 		srv.Close()
 		return err
 	}
 	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory(),
 		Requests: protocol.RequestLimits{MaxIDBytes: f.maxIDBytes}})
 
-	lns, err := f.listen(cfg.IdlePoll)
-	if err != nil {
-		srv.Close()
-		return err
-	}
 	stopProfile, err := startCPUProfile(f.cpuProfile)
 	if err != nil {
 		lns.close()
@@ -113,7 +118,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start("grpc", lns.grpc, door.grpc.Serve)
 	start("grpc health", lns.grpcHealth, door.grpcHealth.Serve)
 	start("metrics", lns.metrics, door.metrics.Serve)
-	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
+	log.Info("serving", "model", f.modelName, "version", f.modelVersion, "weights", srv.Weights(), "max_body_bytes", svc.MaxBodyBytes(), "grpc_server", f.grpcServer)
 
 	var cause error
 	select {
@@ -248,20 +253,20 @@ func (f *serveFlags) listen(poll time.Duration) (*listeners, error) {
 		return nil
 	}
 	for _, x := range []struct {
-		addr         string
+		flag, addr   string
 		poll         time.Duration
 		reserve      int
 		alpn         []string
 		main, health *net.Listener
 		lim          **connlimit.Listener
 	}{
-		{f.httpAddr, poll, f.healthConns, []string{"h2", "http/1.1"}, &l.http, &l.httpHealth, &l.conns.http},
-		{f.grpcAddr, poll, f.healthConns, []string{"h2"}, &l.grpc, &l.grpcHealth, &l.conns.grpc},
-		{f.metricsAddr, 0, 0, nil, &l.metrics, new(net.Listener), &l.conns.metrics},
+		{"-http-addr", f.httpAddr, poll, f.healthConns, []string{"h2", "http/1.1"}, &l.http, &l.httpHealth, &l.conns.http},
+		{"-grpc-addr", f.grpcAddr, poll, f.healthConns, []string{"h2"}, &l.grpc, &l.grpcHealth, &l.conns.grpc},
+		{"-metrics-addr", f.metricsAddr, 0, 0, nil, &l.metrics, new(net.Listener), &l.conns.metrics},
 	} {
 		if err := open(x.addr, x.poll, x.reserve, x.alpn, x.main, x.health, x.lim); err != nil {
 			l.close()
-			return nil, err
+			return nil, fmt.Errorf("%s %q: %w", x.flag, x.addr, err)
 		}
 	}
 	return &l, nil

@@ -57,7 +57,7 @@ func TestDefaultServeMapsNoObjectOfAnotherProcess(t *testing.T) {
 				assert.Equal(t, http.StatusBadRequest, ce.HTTPStatus)
 			}
 		}
-		_, err = c.Infer(ctx, &client.InferRequest{Model: "resnet18",
+		_, err = c.Infer(ctx, &client.InferRequest{Model: "tiny",
 			Inputs:        []client.Tensor{{Name: "input", Datatype: "FP32", Shape: []int64{1, 3, side, side}, Region: &client.Region{Name: "v", ByteSize: 4 * 3 * side * side}}},
 			OutputRegions: map[string]client.Region{"logits": {Name: "v", Offset: 4 * 3 * side * side, ByteSize: 4 * classes}}})
 		assert.ErrorContains(t, err, "shared memory is turned off on this server", transport)

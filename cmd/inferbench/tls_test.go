@@ -75,7 +75,7 @@ func TestServeOverTLS(t *testing.T) {
 	require.NoError(t, err)
 	const side = 32
 	images := make([]float32, 3*side*side)
-	req := &client.InferRequest{Model: "resnet18", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, side, side}, images)}}
+	req := &client.InferRequest{Model: "tiny", Inputs: []client.Tensor{client.FP32("input", []int64{1, 3, side, side}, images)}}
 	for _, impl := range []string{"h2grpc", "grpc-go"} {
 		t.Run(impl, func(t *testing.T) {
 			s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-max-batch", "4",

@@ -7,14 +7,13 @@
 // converted to padded NHWC once, then each layer is one call over every image
 // of the pass, split across the cores (see package conv), and the layers up
 // to the average pool are one job of the threads, in which a thread that
-// finds nothing left of a layer starts the next where its input is ready
-// (switches.ConvOverlap=off makes each layer a job of its own). Activations stay
+// finds nothing left of a layer starts the next where its input is ready.
+// Activations stay
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. The 3x3 stride-1 layers
 // run as Winograd: F(2x2, 3x3) with AVX-512, and with AVX2 F(4x4, 3x3) up
-// to 256 channels and F(2x2, 3x3) in stage 4 (switches.ConvWinograd=off turns it
-// off, switches.ConvWinogradTile picks the tile).
+// to 256 channels and F(2x2, 3x3) in stage 4.
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch
@@ -33,7 +32,6 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/cpu/conv"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -43,11 +41,16 @@ func init() { backend.Register(New()) }
 // New returns the CPU back-end.
 func New() backend.Backend { return cpuBackend{} }
 
-type cpuBackend struct{}
+// cpuBackend's fields are for this package's tests, which run every plan of
+// a forward pass; New leaves them zero.
+type cpuBackend struct {
+	tile   int  // conv.Spec.Tile of every layer: 0 for conv's rule
+	serial bool // each step of a pass a job of its own, not one job
+}
 
 func (cpuBackend) Name() string { return "cpu" }
 
-func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
+func (b cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, error) {
 	if opts.Workers < 1 || opts.Slots < 1 || opts.MaxBatch < 1 {
 		return nil, fmt.Errorf("cpu: Workers, Slots and MaxBatch must be at least 1, got %d, %d, %d", opts.Workers, opts.Slots, opts.MaxBatch)
 	}
@@ -64,24 +67,12 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 	if err != nil {
 		return nil, err
 	}
-	net, err := compile(m.Fold(), opts.Height, opts.Width, p.ctx.Kernel())
+	net, err := compile(m.Fold(), opts.Height, opts.Width, p.ctx.Kernel(), b.tile)
 	if err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	wino, err := conv.WinogradPolicy()
-	if err != nil {
-		return nil, errors.Join(err, p.close())
-	}
-	tile, err := conv.WinogradTile()
-	if err != nil {
-		return nil, errors.Join(err, p.close())
-	}
-	overlap, err := conv.OverlapPolicy()
-	if err != nil {
-		return nil, errors.Join(err, p.close())
-	}
-	net.serial = overlap == "off"
-	e := &engine{net: net, pool: p, winograd: wino, winoTile: tile, overlap: overlap}
+	net.serial = b.serial
+	e := &engine{net: net, pool: p}
 	for i := 0; i < opts.Workers; i++ {
 		w := &worker{net: net, pool: p, scratch: net.newScratch(p, min(opts.MaxBatch, maxImages)), slots: make([]slot, opts.Slots)}
 		for s := range w.slots {
@@ -93,30 +84,17 @@ func (cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine, e
 }
 
 type engine struct {
-	net      *network
-	pool     *pool
-	winograd string // conv.WinogradPolicy's value
-	winoTile string // conv.WinogradTile's value
-	overlap  string // conv.OverlapPolicy's value
-	workers  []backend.Worker
-	once     sync.Once
+	net     *network
+	pool    *pool
+	workers []backend.Worker
+	once    sync.Once
 }
 
 func (e *engine) Info() backend.Info {
-	kvs := []backend.KV{
+	return backend.Info{Config: []backend.KV{
 		{Key: "cpu-threads", Value: fmt.Sprint(e.pool.n)},
 		{Key: "cpu-gemm-kernel", Value: e.pool.ctx.Kernel()},
-	}
-	if e.winograd != "auto" { // only when switches.ConvWinograd is set to on or off
-		kvs = append(kvs, backend.KV{Key: "cpu-winograd", Value: e.winograd})
-	}
-	if e.winoTile != "auto" { // only when switches.ConvWinogradTile is set to 2 or 4
-		kvs = append(kvs, backend.KV{Key: "cpu-winograd-tile", Value: e.winoTile})
-	}
-	if e.overlap != "auto" { // only when switches.ConvOverlap is set to on or off
-		kvs = append(kvs, backend.KV{Key: "cpu-overlap", Value: e.overlap})
-	}
-	return backend.Info{Config: kvs}
+	}}
 }
 
 func (e *engine) Workers() []backend.Worker { return e.workers }

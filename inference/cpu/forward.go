@@ -35,22 +35,22 @@ type network struct {
 	classes   int
 	fc        *gemm.PackedA // the classifier's weights, classes x features
 	fcBias    []float32
-	serial    bool // each step a job of its own (switches.ConvOverlap=off)
+	serial    bool // each step a job of its own (cpuBackend.serial)
 	inputSize int  // values per image, NCHW
 	stemSize  int  // values per image of the buffer the stem writes
 	actSize   int  // values per image of the largest activation after the stem
 }
 
 // compile lays out f for h x w inputs and the kernel family kernel (the
-// gemm.Context's).
-func compile(f *resnet.Folded, h, w int, kernel string) (*network, error) {
+// gemm.Context's), with conv.Spec.Tile tile for every layer.
+func compile(f *resnet.Folded, h, w int, kernel string, tile int) (*network, error) {
 	in := f.Arch.InChannels
 	n := &network{
 		classes: f.FC.Out, features: f.FC.In, inputSize: in * h * w, fcBias: f.FC.Bias,
 		input: conv.Layout{H: h, W: w, C: in, Pitch: in, Pad: f.Stem.Pad},
 	}
 	var err error
-	if n.stem, err = newLayer(&f.Stem, n.input, true, kernel); err != nil {
+	if n.stem, err = newLayer(&f.Stem, n.input, true, kernel, tile); err != nil {
 		return nil, fmt.Errorf("cpu: stem: %w", err)
 	}
 	n.stemSize = n.stem.Out().ImagePitch()
@@ -65,15 +65,15 @@ func compile(f *resnet.Folded, h, w int, kernel string) (*network, error) {
 			return nil, fmt.Errorf("cpu: block %d expects %d channels, gets %d", i, b.Conv1.In, cur.C)
 		}
 		var bl block
-		if bl.conv1, err = newLayer(&b.Conv1, cur, true, kernel); err != nil {
+		if bl.conv1, err = newLayer(&b.Conv1, cur, true, kernel, tile); err != nil {
 			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
-		if bl.conv2, err = newLayer(&b.Conv2, bl.conv1.Out(), true, kernel); err != nil {
+		if bl.conv2, err = newLayer(&b.Conv2, bl.conv1.Out(), true, kernel, tile); err != nil {
 			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		shortcut := cur
 		if b.Down != nil {
-			if bl.down, err = newLayer(b.Down, cur, false, kernel); err != nil {
+			if bl.down, err = newLayer(b.Down, cur, false, kernel, tile); err != nil {
 				return nil, fmt.Errorf("cpu: block %d shortcut: %w", i, err)
 			}
 			shortcut = bl.down.Out()
@@ -95,13 +95,13 @@ func compile(f *resnet.Folded, h, w int, kernel string) (*network, error) {
 }
 
 // newLayer packs the folded convolution c reading layout in.
-func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, kernel string) (*conv.Layer, error) {
+func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, kernel string, tile int) (*conv.Layer, error) {
 	if c.In != in.C {
 		return nil, fmt.Errorf("convolution of %d channels reads %d", c.In, in.C)
 	}
 	return conv.NewLayer(conv.Spec{
 		In: in, Out: c.Out, K: c.K, Stride: c.Stride, Pad: c.Pad,
-		Weight: c.Weight, Bias: c.Bias, ReLU: relu, OutPad: actPad, Kernel: kernel,
+		Weight: c.Weight, Bias: c.Bias, ReLU: relu, OutPad: actPad, Kernel: kernel, Tile: tile,
 	})
 }
 

@@ -58,25 +58,22 @@ func TestForwardMatchesReference(t *testing.T) {
 		batch  int
 		h, w   int
 		kernel string
-		wino   string // switches.ConvWinograd, "" for the default rule
-		tile   string // switches.ConvWinogradTile, "" for the default rule
-		serial bool   // switches.ConvOverlap=off
+		plan   cpuBackend // the plan's test fields; zero for the default rule
 	}{
-		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", "", "", false},
-		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", "", "", false},
-		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", "", "", false},
-		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", "", "", false},
-		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", "", "", false},
-		// Winograd on (as by default) and off.
-		{"resnet18-winograd-on", resnet.ResNet18(), 2, 40, 44, "", "on", "", false},
-		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", "off", "", false},
+		{"small", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 3, 40, 52, "", cpuBackend{}},
+		{"small-generic", resnet.Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}, 2, 33, 35, "generic", cpuBackend{}},
+		{"odd-widths", resnet.Arch{InChannels: 1, Stem: 5, Widths: []int{7, 9, 11}, Blocks: []int{2, 1, 1}, Classes: 3}, 2, 37, 41, "", cpuBackend{}},
+		{"resnet18", resnet.ResNet18(), 2, 40, 44, "", cpuBackend{}},
+		{"resnet18-avx2", resnet.ResNet18(), 1, 37, 33, "avx2", cpuBackend{}},
+		// Winograd off: every layer a direct convolution.
+		{"resnet18-winograd-off", resnet.ResNet18(), 2, 40, 44, "", cpuBackend{tile: -1}},
 		// Both Winograd tiles, whichever is this CPU's default.
-		{"resnet18-winograd-2x2", resnet.ResNet18(), 2, 40, 44, "", "", "2", false},
-		{"resnet18-winograd-4x4", resnet.ResNet18(), 2, 40, 44, "", "", "4", false},
+		{"resnet18-winograd-2x2", resnet.ResNet18(), 2, 40, 44, "", cpuBackend{tile: 2}},
+		{"resnet18-winograd-4x4", resnet.ResNet18(), 2, 40, 44, "", cpuBackend{tile: 4}},
 		// More images than one forward pass takes: passes of maxImages and the rest.
-		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", "", "", false},
+		{"multi-pass", resnet.Arch{InChannels: 3, Stem: 16, Widths: []int{16, 32}, Blocks: []int{1, 1}, Classes: 7}, 2*maxImages + 3, 32, 34, "", cpuBackend{}},
 		// Every step a job of its own.
-		{"resnet18-serial", resnet.ResNet18(), 2, 40, 44, "", "", "", true},
+		{"resnet18-serial", resnet.ResNet18(), 2, 40, 44, "", cpuBackend{serial: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,15 +82,6 @@ func TestForwardMatchesReference(t *testing.T) {
 					t.Skipf("no %s kernel on this CPU", tc.kernel)
 				}
 				t.Setenv(switches.GemmKernel.Name, tc.kernel)
-			}
-			if tc.wino != "" {
-				t.Setenv(switches.ConvWinograd.Name, tc.wino)
-			}
-			if tc.tile != "" {
-				t.Setenv(switches.ConvWinogradTile.Name, tc.tile)
-			}
-			if tc.serial {
-				t.Setenv(switches.ConvOverlap.Name, "off")
 			}
 			if tc.arch.Classes == 1000 && testing.Short() {
 				t.Skip("ResNet-18 reference is slow")
@@ -105,7 +93,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			want, err := m.Reference(x, tc.batch, tc.h, tc.w)
 			require.NoError(t, err)
 
-			e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: tc.batch, Height: tc.h, Width: tc.w})
+			e, err := tc.plan.Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: tc.batch, Height: tc.h, Width: tc.w})
 			require.NoError(t, err)
 			defer func() { require.NoError(t, e.Close()) }()
 			w := e.Workers()[0]

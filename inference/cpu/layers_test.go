@@ -11,7 +11,7 @@ import (
 // previous step to its own end, so the steps add up to the pass) is
 // reported as STEP-us, the mean over the timed passes in microseconds, and
 // its share of the pass as STEP-pct. To be timed apart, each step runs as a
-// job of its own, as with switches.ConvOverlap=off: the steps do not overlap, so
+// job of its own, as with cpuBackend.serial: the steps do not overlap, so
 // its images/s is that of such a pass, not BenchmarkForward's. It takes
 // -batches like BenchmarkForward; set the threads with GOMAXPROCS.
 func BenchmarkForwardLayers(b *testing.B) {

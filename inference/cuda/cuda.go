@@ -69,7 +69,7 @@
 // Info().Config holds the device's config lines (see Describe), cuda-devices,
 // cuda-convs (the convolution path and, for graph, how many prepared
 // convolutions run as backend-API plans), cuda-stem (the stem convolution's
-// form, plain or s2d, and its shape: switches.CUDAStem), and the algorithm cache's use,
+// form, plain or s2d, and its shape), and the algorithm cache's use,
 // which tells a cold start from a warm one:
 // cudnn-algo-cache (off, cold, warm or partial, with hits and misses),
 // cudnn-algo-cache-file and, if the file could not be read or written,

@@ -40,9 +40,8 @@ type engine struct {
 	sampler *sampler
 	copier  *copier
 
-	calibrateErr error  // why calibrate could not time the forward pass
-	inputKernel  bool   // float32 input is converted by our kernel (useInputKernel at Open)
-	stemWhy      string // why the stem is not in the form switches.CUDAStem asked for (chooseStem)
+	calibrateErr error // why calibrate could not time the forward pass
+	inputKernel  bool  // float32 input is converted by our kernel (useInputKernel at Open)
 
 	config    []backend.KV // Describe's lines, read during init
 	configErr error
@@ -169,9 +168,6 @@ func (e *engine) stemConfig() string {
 	if e.net.stem == stemS2D {
 		v += fmt.Sprintf(" (the space-to-depth form of %dx%dx%d %dx%d/%d)", f.In, e.opts.Height, e.opts.Width, f.K, f.K, f.Stride)
 	}
-	if e.stemWhy != "" {
-		v += " (" + e.stemWhy + ")"
-	}
 	return v
 }
 
@@ -227,14 +223,8 @@ func (e *engine) initialise() error {
 				return nil
 			})
 			return e.clock.time("init.network", func() error {
-				env := switches.CUDAStem.Value()
-				stem, why, err := chooseStem(env, e.opts.Precision, e.inputKernel)
-				if err != nil {
-					return fmt.Errorf("cuda: %w", err)
-				}
-				if why != "" {
-					e.stemWhy = fmt.Sprintf("%s=%s: %s", switches.CUDAStem.Name, env, why)
-				}
+				stem := chooseStem(askStem(e.opts.Precision), e.opts.Precision, e.inputKernel)
+				var err error
 				e.net, err = newNetwork(e.dnn, e.folded, e.opts, stem)
 				return err
 			})

@@ -3,9 +3,7 @@
 package cuda
 
 import (
-	"fmt"
-
-	"github.com/inferbench/inferbench/inference/internal/switches"
+	"errors"
 )
 
 // convertInput enqueues the conversion of the input of p.n images to the
@@ -34,7 +32,7 @@ func (w *worker) convertInput(p *plan, src inputRef) (uintptr, error) {
 		return w.x, k.f32.launch(w.comp, src.f32, w.x, p.n)
 	}
 	if net.stem == stemS2D {
-		return 0, fmt.Errorf("the space-to-depth stem (%s=s2d) takes its input from the input kernel, not cudnnTransformTensor", switches.CUDAStem.Name)
+		return 0, errors.New("the space-to-depth stem takes its input from the input kernel, not cudnnTransformTensor")
 	}
 	return w.x, w.dnn.Transform(1, p.input, src.f32, 0, p.convs[0].x, w.x)
 }

@@ -4,12 +4,11 @@ import (
 	"fmt"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
 // The stem convolution, torchvision's 7x7 stride-2 over the image's 3
-// channels, can run in two forms (switches.CUDAStem):
+// channels, can run in two forms:
 //
 //  1. plain: as it is, over the input kernel's NHWC (or NCHW) image. Its 3
 //     channels keep cuDNN from its tensor-core kernels, so in fp16 the stem
@@ -32,13 +31,11 @@ import (
 // s2d does 16*16/(3*49) = 1.7 times the plain stem's multiply-adds (zero
 // channels and taps), which tensor cores can do in less time.
 
-// switches.CUDAStem (INFERBENCH_CUDA_STEM) picks the stem's form: "plain"
-// or "s2d" (see above). If it is unset or empty, the stem is s2d for FP16
-// and plain otherwise (defaultStem). s2d needs an NHWC precision (TF32 or
-// FP16) and float32 input converted by this package's kernel (not
-// cudnnTransformTensor, which cannot write S); where it lacks them the stem
-// is plain, and the engine's config line cuda-stem says which form runs,
-// and why when it is not the one it asked for.
+// The stem is s2d for FP16 and plain otherwise (defaultStem). s2d needs an
+// NHWC precision (TF32 or FP16) and float32 input converted by this
+// package's kernel (not cudnnTransformTensor, which cannot write S); where
+// it lacks them the stem is plain. The engine's config line cuda-stem says
+// which form runs.
 
 // stemForm is the form the stem convolution runs in.
 type stemForm int
@@ -55,10 +52,9 @@ func (f stemForm) String() string {
 	return "plain"
 }
 
-// defaultStem is the stem's form when switches.CUDAStem is unset or empty: s2d for
-// FP16, where it was faster (results/nvidia-h200/s2d-stem), and
-// plain for FP32 and for TF32, whose s2d stem agrees with the plain one but
-// has not been timed.
+// defaultStem is the stem's form engines ask for: s2d for FP16, where it
+// was faster (results/nvidia-h200/s2d-stem), and plain for FP32 and for
+// TF32, whose s2d stem agrees with the plain one but has not been timed.
 func defaultStem(p backend.Precision) stemForm {
 	if p == backend.FP16 {
 		return stemS2D
@@ -66,36 +62,18 @@ func defaultStem(p backend.Precision) stemForm {
 	return stemPlain
 }
 
-// chooseStem returns the stem's form for env, switches.CUDAStem's value, on a network
-// of precision p whose float32 input is converted by this package's kernel
-// when kernel is set; why says why the form is not the one env asked for,
-// and is empty when it is or env is empty. An unknown value is an error.
-func chooseStem(env string, p backend.Precision, kernel bool) (form stemForm, why string, err error) {
-	switch env {
-	case "":
-		form = defaultStem(p)
-	case "plain":
-		return stemPlain, "", nil
-	case "s2d":
-		form = stemS2D
-	default:
-		return stemPlain, "", fmt.Errorf("%s=%q: want plain or s2d", switches.CUDAStem.Name, env)
+// askStem is the form an engine asks for, defaultStem but in this package's
+// tests, which set it to run both forms.
+var askStem = defaultStem
+
+// chooseStem returns the stem's form for a network of precision p whose
+// float32 input is converted by this package's kernel when kernel is set:
+// the form asked for where it can run, else plain.
+func chooseStem(asked stemForm, p backend.Precision, kernel bool) stemForm {
+	if asked == stemS2D && p != backend.FP32 && kernel {
+		return stemS2D
 	}
-	if form != stemS2D {
-		return form, "", nil
-	}
-	switch {
-	case p == backend.FP32:
-		why = "s2d needs an NHWC precision (tf32 or fp16)"
-	case !kernel:
-		why = "s2d needs float32 input converted by the input kernel, not cudnnTransformTensor"
-	default:
-		return stemS2D, "", nil
-	}
-	if env == "" {
-		why = "" // the default: nothing was asked
-	}
-	return stemPlain, why, nil
+	return stemPlain
 }
 
 // s2dChannels is the channels a pixel of the space-to-depth input has: the

@@ -10,11 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferbench/inferbench/inference/backend"
-	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
-// TestS2DStemAgrees checks the space-to-depth stem (switches.CUDAStem=s2d) against the
+// useStem has the engines this test opens ask for the stem form f.
+func useStem(t *testing.T, f stemForm) {
+	t.Cleanup(func() { askStem = defaultStem })
+	askStem = func(backend.Precision) stemForm { return f }
+}
+
+// TestS2DStemAgrees checks the space-to-depth stem (s2d) against the
 // plain one: for TF32 and FP16 (the NHWC precisions), with and without CUDA
 // graphs, and with graph-API convolutions, float32 and uint8 input, the
 // logits agree within the precision's tolerance with top-1 agreement of at
@@ -38,15 +43,15 @@ func TestS2DStemAgrees(t *testing.T) {
 		{backend.FP16, true, backend.ConvsGraph},
 	} {
 		t.Run(fmt.Sprintf("%s/graphs=%v/convs=%s", tc.prec, tc.graphs, tc.convs), func(t *testing.T) {
-			open := func(stem string) backend.Engine {
-				t.Setenv(switches.CUDAStem.Name, stem)
+			open := func(stem stemForm) backend.Engine {
+				useStem(t, stem)
 				e, err := New().Open(m, backend.Options{Workers: 1, Slots: 1, MaxBatch: n, Height: side, Width: side,
 					Precision: tc.prec, Graphs: tc.graphs, Convs: tc.convs, Batches: []int{n}, AlgoCache: "off"})
 				require.NoError(t, err)
 				t.Cleanup(func() { e.Close() })
 				return e
 			}
-			plain, s2d := open("plain"), open("s2d")
+			plain, s2d := open(stemPlain), open(stemS2D)
 			assert.Equal(t, "plain: 3x250x250 7x7/2", configValue(plain.Info().Config, "cuda-stem"))
 			assert.Equal(t, "s2d: 16x128x128 4x4/1 (the space-to-depth form of 3x250x250 7x7/2)", configValue(s2d.Info().Config, "cuda-stem"))
 			var want, got []float32
@@ -76,7 +81,7 @@ func TestS2DStemAgrees(t *testing.T) {
 // spare channels.
 func TestS2DInputKernelBits(t *testing.T) {
 	requireGPU(t)
-	t.Setenv(switches.CUDAStem.Name, "s2d")
+	useStem(t, stemS2D)
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
 	const n, h, wd = 3, 41, 36

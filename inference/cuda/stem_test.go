@@ -15,35 +15,24 @@ import (
 
 func TestChooseStem(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		env     string
-		prec    backend.Precision
-		kernel  bool
-		want    stemForm
-		why     bool
-		wantErr bool
+		name   string
+		asked  stemForm
+		prec   backend.Precision
+		kernel bool
+		want   stemForm
 	}{
-		{"unset fp16", "", backend.FP16, true, stemS2D, false, false},
-		{"unset tf32", "", backend.TF32, true, stemPlain, false, false},
-		{"unset fp32", "", backend.FP32, true, stemPlain, false, false},
-		{"unset fp16 without the input kernel", "", backend.FP16, false, stemPlain, false, false},
-		{"plain", "plain", backend.FP16, true, stemPlain, false, false},
-		{"s2d fp16", "s2d", backend.FP16, true, stemS2D, false, false},
-		{"s2d tf32", "s2d", backend.TF32, true, stemS2D, false, false},
-		{"s2d fp32", "s2d", backend.FP32, true, stemPlain, true, false},
-		{"s2d without the input kernel", "s2d", backend.FP16, false, stemPlain, true, false},
-		{"unknown", "S2D", backend.FP16, true, stemPlain, false, true},
-		{"the old switch's value", "1", backend.FP16, true, stemPlain, false, true},
+		{"plain", stemPlain, backend.FP16, true, stemPlain},
+		{"s2d fp16", stemS2D, backend.FP16, true, stemS2D},
+		{"s2d tf32", stemS2D, backend.TF32, true, stemS2D},
+		{"s2d fp32", stemS2D, backend.FP32, true, stemPlain},
+		{"s2d without the input kernel", stemS2D, backend.FP16, false, stemPlain},
+		{"the default for fp16", defaultStem(backend.FP16), backend.FP16, true, stemS2D},
+		{"the default for tf32", defaultStem(backend.TF32), backend.TF32, true, stemPlain},
+		{"the default for fp32", defaultStem(backend.FP32), backend.FP32, true, stemPlain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why, err := chooseStem(tc.env, tc.prec, tc.kernel)
-			if tc.wantErr {
-				assert.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got, "chooseStem(%q, %s, %v)", tc.env, tc.prec, tc.kernel)
-			assert.Equal(t, tc.why, why != "", "why = %q", why)
+			got := chooseStem(tc.asked, tc.prec, tc.kernel)
+			assert.Equal(t, tc.want, got, "chooseStem(%s, %s, %v)", tc.asked, tc.prec, tc.kernel)
 		})
 	}
 }

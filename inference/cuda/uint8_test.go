@@ -15,7 +15,6 @@ import (
 	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/internal/gpu/cudadrv"
 	"github.com/inferbench/inferbench/inference/internal/half"
-	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
 
@@ -50,7 +49,7 @@ func runUint8(t testing.TB, e backend.Engine, x []uint8, n int) []float32 {
 // converted by the kernel is the input itself (rounded to half for fp16).
 func TestInputKernelBits(t *testing.T) {
 	requireGPU(t)
-	t.Setenv(switches.CUDAStem.Name, "plain") // the s2d stem's kernels: TestS2DInputKernelBits
+	useStem(t, stemPlain) // the s2d stem's kernels: TestS2DInputKernelBits
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(t, err)
 	const n, h, wd = 3, 40, 36
@@ -208,7 +207,7 @@ func TestUint8MatchesHostNormalised(t *testing.T) {
 // this package's kernel gives the logits of cudnnTransformTensor.
 func TestInputKernelMatchesTransform(t *testing.T) {
 	requireGPU(t)
-	t.Setenv(switches.CUDAStem.Name, "plain") // cudnnTransformTensor cannot write the s2d stem's input
+	useStem(t, stemPlain) // cudnnTransformTensor cannot write the s2d stem's input
 	m, err := resnet.New(resnet.ResNet18(), 7)
 	require.NoError(t, err)
 	const n = 8

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/inferbench/inferbench/inference/v2pb"
@@ -29,15 +30,23 @@ func (m *Model) backendName() string {
 // config is the model's configuration as model_config.proto's ModelConfig:
 // its name, platform and back-end, the largest batch, the one FP32 NCHW input
 // and one FP32 output (dims without the batch dimension, as Triton gives them
-// when max_batch_size > 0), and dynamic_batching when the server merges
+// when max_batch_size > 0), dynamic_batching when the server merges
 // requests (Config.MaxQueueDelay > 0), with its preferred sizes and delay
-// rounded up to whole microseconds.
+// rounded up to whole microseconds, and the parameters that say what is
+// served: architecture (resnet.Arch.Name), classes, and weights
+// (Server.Weights: a checkpoint, or seeded random numbers).
 func (m *Model) config() *v2pb.ModelConfig {
+	param := func(v string) *v2pb.ModelParameter { return &v2pb.ModelParameter{StringValue: v} }
 	c := &v2pb.ModelConfig{
 		Name: m.name, Platform: Platform, Backend: m.backendName(), MaxBatchSize: int32(m.maxBatch),
 		Input: []*v2pb.ModelInput{{Name: InputName, DataType: v2pb.DataType_TYPE_FP32, Format: v2pb.ModelInput_FORMAT_NCHW,
 			Dims: []int64{int64(m.channels), int64(m.height), int64(m.width)}}},
 		Output: []*v2pb.ModelOutput{{Name: OutputName, DataType: v2pb.DataType_TYPE_FP32, Dims: []int64{int64(m.classes)}}},
+		Parameters: map[string]*v2pb.ModelParameter{
+			"architecture": param(m.srv.Arch().Name()),
+			"classes":      param(strconv.Itoa(m.classes)),
+			"weights":      param(m.srv.Weights()),
+		},
 	}
 	sc := m.srv.Config()
 	if sc.MaxQueueDelay > 0 {
@@ -60,6 +69,11 @@ type modelConfigJSON struct {
 	Input           []modelInputJSON     `json:"input"`
 	Output          []modelOutputJSON    `json:"output"`
 	DynamicBatching *dynamicBatchingJSON `json:"dynamic_batching,omitempty"`
+	Parameters      map[string]paramJSON `json:"parameters,omitempty"`
+}
+
+type paramJSON struct {
+	StringValue string `json:"string_value"`
 }
 
 type modelInputJSON struct {
@@ -87,6 +101,12 @@ func configJSON(c *v2pb.ModelConfig) modelConfigJSON {
 	}
 	for _, out := range c.GetOutput() {
 		j.Output = append(j.Output, modelOutputJSON{Name: out.GetName(), DataType: out.GetDataType().String(), Dims: out.GetDims()})
+	}
+	for k, p := range c.GetParameters() {
+		if j.Parameters == nil {
+			j.Parameters = map[string]paramJSON{}
+		}
+		j.Parameters[k] = paramJSON{StringValue: p.GetStringValue()}
 	}
 	if db := c.GetDynamicBatching(); db != nil {
 		j.DynamicBatching = &dynamicBatchingJSON{PreferredBatchSize: db.GetPreferredBatchSize(), MaxQueueDelayMicroseconds: db.GetMaxQueueDelayMicroseconds()}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,8 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/inferbench/inferbench/inference"
+	"github.com/inferbench/inferbench/inference/resnet"
 	"github.com/inferbench/inferbench/inference/v2pb"
 )
+
+// givenParams are the configuration's parameters for the fixture's model,
+// which the test gives the server (Config.Model).
+const givenParams = `"parameters":{"architecture":{"string_value":"tiny"},"classes":{"string_value":"5"},` +
+	`"weights":{"string_value":"given by the program (inference.Config.Model)"}}`
 
 func TestModelConfigurationOverBothTransports(t *testing.T) {
 	tests := []struct {
@@ -29,13 +36,13 @@ func TestModelConfigurationOverBothTransports(t *testing.T) {
 			Options: inference.Options{MaxBatch: 8}},
 			http: `{"name":"resnet18","platform":"inferbench_resnet","backend":"cpu","max_batch_size":8,` +
 				`"input":[{"name":"input","data_type":"TYPE_FP32","format":"FORMAT_NCHW","dims":[3,32,32]}],` +
-				`"output":[{"name":"logits","data_type":"TYPE_FP32","dims":[5]}]}`},
+				`"output":[{"name":"logits","data_type":"TYPE_FP32","dims":[5]}],` + givenParams + `}`},
 		{name: "dynamic batching", cfg: inference.Config{
 			Options: inference.Options{MaxBatch: 4}, MaxQueueDelay: 1500 * time.Nanosecond, PreferredBatches: []int{2, 4}},
 			http: `{"name":"resnet18","platform":"inferbench_resnet","backend":"cpu","max_batch_size":4,` +
 				`"input":[{"name":"input","data_type":"TYPE_FP32","format":"FORMAT_NCHW","dims":[3,32,32]}],` +
 				`"output":[{"name":"logits","data_type":"TYPE_FP32","dims":[5]}],` +
-				`"dynamic_batching":{"preferred_batch_size":[2,4],"max_queue_delay_microseconds":2}}`,
+				`"dynamic_batching":{"preferred_batch_size":[2,4],"max_queue_delay_microseconds":2},` + givenParams + `}`,
 			db: &v2pb.ModelDynamicBatching{PreferredBatchSize: []int32{2, 4}, MaxQueueDelayMicroseconds: 2}},
 	}
 	for _, tt := range tests {
@@ -68,6 +75,48 @@ func TestModelConfigurationOverBothTransports(t *testing.T) {
 			assert.Equal(t, http.StatusNotFound, a.status)
 			_, err = f.grpcClient(t).API().ModelConfig(context.Background(), &v2pb.ModelConfigRequest{Name: "resnet18", Version: "2"})
 			assert.Equal(t, codes.NotFound, status.Code(err))
+		})
+	}
+}
+
+// TestModelConfigSaysWhatIsServed: the configuration's parameters name the
+// architecture, the classes and the weights, a checkpoint or seeded random
+// numbers, over HTTP and gRPC alike.
+func TestModelConfigSaysWhatIsServed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  inference.Config
+		want map[string]string
+	}{
+		{"seeded", inference.Config{Arch: resnet.Tiny(), Seed: 7}, map[string]string{
+			"architecture": "tiny", "classes": "5",
+			"weights": "seeded random (torchvision initialisation, seed 7): logits are no classification"}},
+		{"checkpoint", inference.Config{Checkpoint: filepath.Join("..", "..", "testdata", "reference", "s2_zip.pt")}, map[string]string{
+			"architecture": "resnet(stem=8,widths=8-16,blocks=1-2,classes=5)", "classes": "5", "weights": "checkpoint s2_zip.pt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{cfg: tc.cfg})
+			a := send(t, f.http.URL, rawRequest{method: http.MethodGet, path: "/v2/models/resnet18/config"})
+			require.Equal(t, http.StatusOK, a.status)
+			var j struct {
+				Parameters map[string]struct {
+					StringValue string `json:"string_value"`
+				} `json:"parameters"`
+			}
+			require.NoError(t, json.Unmarshal(a.body, &j))
+			got := map[string]string{}
+			for k, v := range j.Parameters {
+				got[k] = v.StringValue
+			}
+			assert.Equal(t, tc.want, got, "HTTP: %s", a.body)
+
+			r, err := f.grpcClient(t).API().ModelConfig(context.Background(), &v2pb.ModelConfigRequest{Name: "resnet18"})
+			require.NoError(t, err)
+			got = map[string]string{}
+			for k, v := range r.GetConfig().GetParameters() {
+				got[k] = v.GetStringValue()
+			}
+			assert.Equal(t, tc.want, got, "gRPC")
 		})
 	}
 }

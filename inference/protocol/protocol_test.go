@@ -89,7 +89,9 @@ type fixtureOpts struct {
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	cfg := o.cfg
-	cfg.Model = tinyModel(t)
+	if cfg.Checkpoint == "" && cfg.Arch.Classes == 0 { // the test names no model of its own
+		cfg.Model = tinyModel(t)
+	}
 	cfg.Height, cfg.Width = side, side
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 8

@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Eps is torchvision's batch-norm epsilon.
@@ -44,6 +47,30 @@ func ResNet18() Arch {
 // each, 5 classes): small enough for unit tests and CI smoke runs.
 func Tiny() Arch {
 	return Arch{InChannels: 3, Stem: 4, Widths: []int{4, 8}, Blocks: []int{1, 1}, Classes: 5}
+}
+
+// Name names a: "resnet18", "tiny", or its shape, such as
+// "resnet(stem=8,widths=8-16,blocks=1-2,classes=10)".
+func (a Arch) Name() string {
+	switch {
+	case a.equal(ResNet18()):
+		return "resnet18"
+	case a.equal(Tiny()):
+		return "tiny"
+	}
+	join := func(v []int) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.Itoa(x)
+		}
+		return strings.Join(s, "-")
+	}
+	return fmt.Sprintf("resnet(stem=%d,widths=%s,blocks=%s,classes=%d)", a.Stem, join(a.Widths), join(a.Blocks), a.Classes)
+}
+
+func (a Arch) equal(b Arch) bool {
+	return a.InChannels == b.InChannels && a.Stem == b.Stem && a.Classes == b.Classes &&
+		slices.Equal(a.Widths, b.Widths) && slices.Equal(a.Blocks, b.Blocks)
 }
 
 // Validate reports whether a describes a network this package can build.

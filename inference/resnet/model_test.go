@@ -79,6 +79,13 @@ func TestTiny(t *testing.T) {
 	assert.Len(t, m.FC.Weight, 5*8, "5 classes from the last stage's 8 channels")
 }
 
+func TestArchName(t *testing.T) {
+	assert.Equal(t, "resnet18", ResNet18().Name())
+	assert.Equal(t, "tiny", Tiny().Name())
+	a := Arch{InChannels: 3, Stem: 8, Widths: []int{8, 16}, Blocks: []int{1, 2}, Classes: 10}
+	assert.Equal(t, "resnet(stem=8,widths=8-16,blocks=1-2,classes=10)", a.Name())
+}
+
 func TestFoldScalesByBatchNorm(t *testing.T) {
 	m, err := New(small, 3)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 // The part of Triton's model configuration (triton-inference-server/common,
 // protobuf/model_config.proto) that this server fills: name, platform and
-// backend, the largest batch, the inputs and outputs, and dynamic batching.
+// backend, the largest batch, the inputs and outputs, dynamic batching and
+// the parameters that say what the model is.
 // Message, field and enum names and numbers are exactly as published, so the
 // ModelConfig of the ModelConfig method reads as Triton's in any client (a
 // field Triton has and this file lacks is simply never set).
@@ -357,6 +358,52 @@ func (x *ModelDynamicBatching) GetMaxQueueDelayMicroseconds() uint64 {
 	return 0
 }
 
+// A model parameter's value.
+type ModelParameter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value.
+	StringValue   string `protobuf:"bytes,1,opt,name=string_value,json=stringValue,proto3" json:"string_value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelParameter) Reset() {
+	*x = ModelParameter{}
+	mi := &file_model_config_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelParameter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelParameter) ProtoMessage() {}
+
+func (x *ModelParameter) ProtoReflect() protoreflect.Message {
+	mi := &file_model_config_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelParameter.ProtoReflect.Descriptor instead.
+func (*ModelParameter) Descriptor() ([]byte, []int) {
+	return file_model_config_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ModelParameter) GetStringValue() string {
+	if x != nil {
+		return x.StringValue
+	}
+	return ""
+}
+
 // A model's configuration.
 type ModelConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -375,13 +422,15 @@ type ModelConfig struct {
 	Output []*ModelOutput `protobuf:"bytes,6,rep,name=output,proto3" json:"output,omitempty"`
 	// Present when the server merges requests into batches.
 	DynamicBatching *ModelDynamicBatching `protobuf:"bytes,11,opt,name=dynamic_batching,json=dynamicBatching,proto3" json:"dynamic_batching,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Parameters by name: this server's say which weights it serves.
+	Parameters    map[string]*ModelParameter `protobuf:"bytes,14,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_model_config_proto_msgTypes[3]
+	mi := &file_model_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +442,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_model_config_proto_msgTypes[3]
+	mi := &file_model_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +455,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_model_config_proto_rawDescGZIP(), []int{3}
+	return file_model_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModelConfig) GetName() string {
@@ -458,6 +507,13 @@ func (x *ModelConfig) GetDynamicBatching() *ModelDynamicBatching {
 	return nil
 }
 
+func (x *ModelConfig) GetParameters() map[string]*ModelParameter {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
 var File_model_config_proto protoreflect.FileDescriptor
 
 const file_model_config_proto_rawDesc = "" +
@@ -479,7 +535,9 @@ const file_model_config_proto_rawDesc = "" +
 	"\x04dims\x18\x03 \x03(\x03R\x04dims\"\x89\x01\n" +
 	"\x14ModelDynamicBatching\x120\n" +
 	"\x14preferred_batch_size\x18\x01 \x03(\x05R\x12preferredBatchSize\x12?\n" +
-	"\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04R\x19maxQueueDelayMicroseconds\"\xa6\x02\n" +
+	"\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04R\x19maxQueueDelayMicroseconds\"3\n" +
+	"\x0eModelParameter\x12!\n" +
+	"\fstring_value\x18\x01 \x01(\tR\vstringValue\"\xc8\x03\n" +
 	"\vModelConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bplatform\x18\x02 \x01(\tR\bplatform\x12\x18\n" +
@@ -487,7 +545,13 @@ const file_model_config_proto_rawDesc = "" +
 	"\x0emax_batch_size\x18\x04 \x01(\x05R\fmaxBatchSize\x12+\n" +
 	"\x05input\x18\x05 \x03(\v2\x15.inference.ModelInputR\x05input\x12.\n" +
 	"\x06output\x18\x06 \x03(\v2\x16.inference.ModelOutputR\x06output\x12J\n" +
-	"\x10dynamic_batching\x18\v \x01(\v2\x1f.inference.ModelDynamicBatchingR\x0fdynamicBatching*\xfa\x01\n" +
+	"\x10dynamic_batching\x18\v \x01(\v2\x1f.inference.ModelDynamicBatchingR\x0fdynamicBatching\x12F\n" +
+	"\n" +
+	"parameters\x18\x0e \x03(\v2&.inference.ModelConfig.ParametersEntryR\n" +
+	"parameters\x1aX\n" +
+	"\x0fParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.ModelParameterR\x05value:\x028\x01*\xfa\x01\n" +
 	"\bDataType\x12\x10\n" +
 	"\fTYPE_INVALID\x10\x00\x12\r\n" +
 	"\tTYPE_BOOL\x10\x01\x12\x0e\n" +
@@ -523,14 +587,16 @@ func file_model_config_proto_rawDescGZIP() []byte {
 }
 
 var file_model_config_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_model_config_proto_goTypes = []any{
 	(DataType)(0),                // 0: inference.DataType
 	(ModelInput_Format)(0),       // 1: inference.ModelInput.Format
 	(*ModelInput)(nil),           // 2: inference.ModelInput
 	(*ModelOutput)(nil),          // 3: inference.ModelOutput
 	(*ModelDynamicBatching)(nil), // 4: inference.ModelDynamicBatching
-	(*ModelConfig)(nil),          // 5: inference.ModelConfig
+	(*ModelParameter)(nil),       // 5: inference.ModelParameter
+	(*ModelConfig)(nil),          // 6: inference.ModelConfig
+	nil,                          // 7: inference.ModelConfig.ParametersEntry
 }
 var file_model_config_proto_depIdxs = []int32{
 	0, // 0: inference.ModelInput.data_type:type_name -> inference.DataType
@@ -539,11 +605,13 @@ var file_model_config_proto_depIdxs = []int32{
 	2, // 3: inference.ModelConfig.input:type_name -> inference.ModelInput
 	3, // 4: inference.ModelConfig.output:type_name -> inference.ModelOutput
 	4, // 5: inference.ModelConfig.dynamic_batching:type_name -> inference.ModelDynamicBatching
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 6: inference.ModelConfig.parameters:type_name -> inference.ModelConfig.ParametersEntry
+	5, // 7: inference.ModelConfig.ParametersEntry.value:type_name -> inference.ModelParameter
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_model_config_proto_init() }
@@ -557,7 +625,7 @@ func file_model_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_model_config_proto_rawDesc), len(file_model_config_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -87,7 +87,7 @@ func TestBenchCommandDrivesATarget(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.stop()) })
 	stdout, stderr, err := bench(t, "-benchtime", "5x", "-batches", "2", "-loads", "closed", "-concurrency", "2",
-		"-target", "grpc://"+p.addrs["grpc"])
+		"-target", "grpc://"+p.addrs["grpc"], "-model-name", "tiny")
 	require.NoError(t, err, "stderr: %s", stderr)
 	rs := results(t, stdout)
 	require.Len(t, rs, 1, stdout)

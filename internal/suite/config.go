@@ -56,8 +56,8 @@ func (c *config) configLines() []backend.KV {
 	}
 	// Every result before -idle-poll existed slept at once: only a set
 	// value gets a line.
-	if f.idlePoll > 0 {
-		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.idlePoll.String()})
+	if f.shared.IdlePoll > 0 {
+		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.shared.IdlePoll.String()})
 	}
 	// Every result before -grpc-server existed was served by grpc-go.
 	if c.grpcWire() && f.shared.GRPCServer != protocol.GRPCServerGo {
@@ -108,7 +108,7 @@ func (c *config) targetLines() []backend.KV {
 	}
 	return append(append(kv,
 		backend.KV{Key: "gomaxprocs", Value: strconv.Itoa(runtime.GOMAXPROCS(0))},
-		backend.KV{Key: "model", Value: c.flags.shared.ModelName},
+		backend.KV{Key: "model", Value: c.flags.shared.Name()},
 		backend.KV{Key: "size", Value: fmt.Sprintf("%dx%d", c.h, c.w)},
 		backend.KV{Key: "seed", Value: strconv.FormatUint(c.flags.shared.Seed, 10)},
 		backend.KV{Key: "poisson", Value: strconv.FormatBool(c.flags.poisson)},

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/inferbench/inferbench/inference/loadgen"
+	"github.com/inferbench/inferbench/internal/serverflag"
 )
 
 // The matrix of each benchmark is data: a list of dimensions, each a key=value
@@ -14,16 +15,21 @@ import (
 // checked in flags.go) and a row in docs/PARAMETERS.md.
 
 // The flags that list the values of the matrices' dimensions (flags.go
-// registers them, scripts/sweep passes them).
+// registers them, scripts/sweep passes them). Those of the server's settings
+// are package serverflag's list flags.
+var (
+	FlagBackends   = serverflag.Backend.List
+	FlagBatches    = serverflag.Batches.List
+	FlagWorkers    = serverflag.Workers.List
+	FlagPipelines  = serverflag.Pipeline.List
+	FlagPrecisions = serverflag.Precision.List
+	FlagGraphs     = serverflag.Graphs.List
+	FlagDevices    = serverflag.Devices.List
+)
+
+// The flags of the suite's own dimensions.
 const (
 	FlagScenarios   = "scenarios"
-	FlagBackends    = "backends"
-	FlagBatches     = "batches"
-	FlagWorkers     = "workers"
-	FlagPipelines   = "pipelines"
-	FlagPrecisions  = "precisions"
-	FlagGraphs      = "graphs"
-	FlagDevices     = "devices"
 	FlagInput       = "input"
 	FlagBatching    = "batching"
 	FlagServers     = "servers"

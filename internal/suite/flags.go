@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,12 +16,11 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference"
-	"github.com/inferbench/inferbench/inference/backend"
 	"github.com/inferbench/inferbench/inference/checkpoint"
 	"github.com/inferbench/inferbench/inference/client"
 	"github.com/inferbench/inferbench/inference/loadgen"
 	"github.com/inferbench/inferbench/inference/resnet"
-	"github.com/inferbench/inferbench/internal/modelflag"
+	"github.com/inferbench/inferbench/internal/serverflag"
 )
 
 // settings are the suite's command-line flags as given. Lists are
@@ -31,10 +29,10 @@ type settings struct {
 	backends, batches, workers, pipelines, precisions, graphs, devices, loads string
 	concurrency, rate                                                         string
 	poisson                                                                   bool
-	shared                                                                    modelflag.Flags // the flags serve takes too
+	shared                                                                    serverflag.Flags // the flags serve takes too
 	pinned, cold, grpcStream                                                  bool
 	slo                                                                       string
-	trial, delay, idlePoll, clientPoll                                        time.Duration
+	trial, delay, clientPoll                                                  time.Duration
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
@@ -63,25 +61,24 @@ func (l *targetList) Set(s string) error {
 // register defines the flags on fs.
 func (f *settings) register(fs *flag.FlagSet) {
 	f.fs = fs
-	f.shared.Register(fs, "seed of the model, the inputs and the Poisson arrivals",
-		"gRPC transports: the gRPC server the suite starts (serve -grpc-server; a config line when h2grpc)")
-	fs.StringVar(&f.backends, FlagBackends, "auto", "back-ends: cpu, cuda, nop (zero-cost: the server's own cost per request); auto = cuda when a GPU is usable, else cpu")
-	fs.StringVar(&f.batches, FlagBatches, "", "images per request (default 1,8 on cpu; 1,32,256 on cuda)")
-	fs.StringVar(&f.workers, FlagWorkers, "", "compute workers (default 1,2)")
-	fs.StringVar(&f.pipelines, FlagPipelines, "serial,overlap", "serial, overlap")
-	fs.StringVar(&f.precisions, FlagPrecisions, "", "fp32, tf32, fp16 (default fp32 on cpu; fp32,tf32 on cuda)")
-	fs.StringVar(&f.graphs, FlagGraphs, "off", "CUDA graphs: on, off")
-	fs.StringVar(&f.devices, FlagDevices, "1", "GPUs to spread workers over (cuda)")
+	f.shared.Register(fs, "also of the inputs and the Poisson arrivals",
+		"gRPC transports: the one the suite starts (a config line when h2grpc)")
+	serverflag.Backend.RegisterList(fs, &f.backends, "auto", "auto = cuda when a GPU is usable, else cpu")
+	serverflag.Batches.RegisterList(fs, &f.batches, "", "the suite's requests carry that many images each (default 1,8 on cpu; 1,32,256 on cuda)")
+	serverflag.Workers.RegisterList(fs, &f.workers, "", "(default 1,2)")
+	serverflag.Pipeline.RegisterList(fs, &f.pipelines, "serial,overlap", "")
+	serverflag.Precision.RegisterList(fs, &f.precisions, "", "(default fp32 on cpu; fp32,tf32 on cuda)")
+	serverflag.Graphs.RegisterList(fs, &f.graphs, "off", "on or off")
+	serverflag.Devices.RegisterList(fs, &f.devices, "1", "how many: the first N")
 	fs.StringVar(&f.loads, FlagLoads, "burst", "load: burst, closed, open")
 	fs.StringVar(&f.concurrency, FlagConcurrency, "", "closed loop: requests outstanding, a list or start:stop:step range such as 1,2,4 or 1:16:1 (default 2 per worker)")
 	fs.StringVar(&f.rate, FlagRate, "100", "open loop and the Server scenario: requests per second, a list or start:stop:step range such as 1000:20000:1000")
 	fs.BoolVar(&f.poisson, "poisson", true, "open loop: Poisson arrivals (false = constant gaps)")
-	fs.BoolVar(&f.pinned, "pinned-input", false, "set Config.PinnedInput: the suite's inputs come from AllocInput, so the cuda back-end needs no staging buffers (shorter warm-up)")
+	serverflag.PinnedInput.Bool(fs, &f.pinned, false, "the suite's inputs come from there (a shorter warm-up)")
 	fs.BoolVar(&f.cold, "cold", false, "start every server with an empty algorithm cache (cuda), so every -count run measures a cold warm-up")
 	fs.StringVar(&f.slo, "slo", "p99=10ms", "latency objective PERCENTILE=DURATION (p99=10ms, p90=5ms; a bare duration means p99): the capacity search's, and the Server scenario's bound")
 	fs.DurationVar(&f.trial, "trial", time.Second, "capacity search: length of each trial")
-	fs.DurationVar(&f.delay, "max-queue-delay", time.Millisecond, "batching=on (the capacity search's and -batching's): the server's MaxQueueDelay")
-	fs.DurationVar(&f.idlePoll, "idle-poll", 0, "every server's Config.IdlePoll (serve -idle-poll): how long idle workers and the front door's handlers look for work and answers before they sleep; a config line when set")
+	serverflag.MaxQueueDelay.Duration(fs, &f.delay, time.Millisecond, "batching=on (-batching's, and the capacity search's)")
 	fs.StringVar(&f.curve, "curve", "", "capacity search: append every trial (rate, sent, failed, late, p50, the -slo percentile, ok) to this CSV file")
 	fs.StringVar(&f.timeline, "timeline", "", "write a Chrome trace (JSON) of each BenchmarkServer run here; {name} in the path becomes the sub-benchmark's name, otherwise the last run's trace is kept")
 	fs.StringVar(&f.csv, "csv", "", "append one row per measured configuration and -count run (every dimension, config setting and figure) to this CSV file")
@@ -193,29 +190,40 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	if c.backends, err = resolveBackends(f.backends, gpu); err != nil {
 		return nil, err
 	}
-	if c.batches, err = positiveInts("batches", f.batches, "images per request"); err != nil {
+	if c.batches, err = positiveInts(serverflag.Batches.List, f.batches, "images per request"); err != nil {
 		return nil, err
 	}
-	if c.workers, err = positiveInts("workers", f.workers, "workers"); err != nil {
+	if c.workers, err = positiveInts(serverflag.Workers.List, f.workers, "workers"); err != nil {
 		return nil, err
 	}
-	if c.devices, err = positiveInts("devices", f.devices, "devices"); err != nil {
+	for _, l := range []struct {
+		name, value string
+		vals        []int
+		limit       int
+	}{{serverflag.Batches.List, f.batches, c.batches, inference.LimitMaxBatch}, {serverflag.Workers.List, f.workers, c.workers, inference.LimitWorkers}} {
+		for _, n := range l.vals {
+			if n > l.limit {
+				return nil, badFlag(l.name, l.value, "%d is more than a server takes (%d)", n, l.limit)
+			}
+		}
+	}
+	if c.devices, err = positiveInts(serverflag.Devices.List, f.devices, "devices"); err != nil {
 		return nil, err
 	}
 	if len(c.devices) == 0 {
-		return nil, badFlag("devices", f.devices, "give at least one device count")
+		return nil, badFlag(serverflag.Devices.List, f.devices, "give at least one device count")
 	}
-	if c.pipelines, err = oneOf("pipelines", f.pipelines, "serial", "overlap"); err != nil {
+	if c.pipelines, err = split(serverflag.Pipeline, f.pipelines); err != nil {
 		return nil, err
 	}
-	if c.precisions, err = oneOf("precisions", f.precisions, "fp32", "tf32", "fp16"); err != nil {
+	if c.precisions, err = split(serverflag.Precision, f.precisions); err != nil {
 		return nil, err
 	}
-	if c.graphs, err = oneOf("graphs", f.graphs, "on", "off"); err != nil {
+	if c.graphs, err = split(serverflag.Graphs, f.graphs); err != nil {
 		return nil, err
 	}
-	if _, err := backend.ParseConvs(f.shared.Convs); err != nil {
-		return nil, badFlag("convs", f.shared.Convs, "want graph or legacy")
+	if err := serverflag.Convs.Check(f.shared.Convs); err != nil {
+		return nil, badFlag(serverflag.Convs.Name, f.shared.Convs, "%v", err)
 	}
 	if f.grpcConns < 1 || f.grpcConns > 64 {
 		return nil, badFlag("grpc-conns", strconv.Itoa(f.grpcConns), "connections per server must be 1 to 64")
@@ -233,7 +241,7 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 		return nil, badFlag("batching", f.batching, "give at least one of off, on")
 	}
 	if len(c.pipelines) == 0 || len(c.graphs) == 0 {
-		return nil, errors.New("-pipelines and -graphs need at least one value each")
+		return nil, fmt.Errorf("-%s and -%s need at least one value each", serverflag.Pipeline.List, serverflag.Graphs.List)
 	}
 	loads, err := oneOf("loads", f.loads, "burst", "closed", "open")
 	if err != nil {
@@ -253,7 +261,7 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 		return nil, err
 	}
 	if f.shared.Seed == 0 {
-		return nil, badFlag("seed", "0", "the seed must be at least 1 (0 means the default seed to inference.Config)")
+		return nil, badFlag(serverflag.Seed.Name, "0", "the seed must be at least 1 (0 means the default seed to inference.Config)")
 	}
 	if err := c.setModel(f); err != nil {
 		return nil, err
@@ -268,16 +276,16 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 		return nil, badFlag("trial", f.trial.String(), "a capacity trial must last a positive time")
 	}
 	if f.delay <= 0 {
-		return nil, badFlag("max-queue-delay", f.delay.String(), "batching=on needs a positive MaxQueueDelay")
+		return nil, badFlag(serverflag.MaxQueueDelay.Name, f.delay.String(), "batching=on needs a positive MaxQueueDelay")
 	}
-	if f.idlePoll < 0 || f.idlePoll > inference.MaxIdlePoll {
-		return nil, badFlag("idle-poll", f.idlePoll.String(), "want 0 to %v", inference.MaxIdlePoll)
+	if err := serverflag.CheckIdlePoll(f.shared.IdlePoll); err != nil {
+		return nil, badFlag(serverflag.IdlePoll.Name, f.shared.IdlePoll.String(), "%v", err)
 	}
 	if f.grpcClient != client.TransportH2 && f.grpcClient != client.TransportGRPCGo {
 		return nil, badFlag("grpc-client", f.grpcClient, "want %s or %s", client.TransportH2, client.TransportGRPCGo)
 	}
-	if err := modelflag.CheckGRPCServer(f.shared.GRPCServer); err != nil {
-		return nil, badFlag(modelflag.GRPCServer, f.shared.GRPCServer, "%v", err)
+	if err := serverflag.GRPCServer.Check(f.shared.GRPCServer); err != nil {
+		return nil, badFlag(serverflag.GRPCServer.Name, f.shared.GRPCServer, "%v", err)
 	}
 	if f.clientPoll < 0 || f.clientPoll > inference.MaxIdlePoll {
 		return nil, badFlag("client-poll", f.clientPoll.String(), "want 0 to %v", inference.MaxIdlePoll)
@@ -315,16 +323,16 @@ func resolveBackends(s string, gpu func() error) ([]string, error) {
 		}
 		return []string{"cpu"}, nil
 	}
-	names, err := oneOf("backends", s, "cpu", "cuda", "nop")
+	names, err := split(serverflag.Backend, s)
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, badFlag("backends", s, "give cpu, cuda, nop or auto")
+		return nil, badFlag(serverflag.Backend.List, s, "give %s or auto", strings.Join(serverflag.Backend.Values, ", "))
 	}
 	if slices.Contains(names, "cuda") && gpu != nil {
 		if err := gpu(); err != nil {
-			return nil, badFlag("backends", s, "the cuda back-end cannot run here: %v", err)
+			return nil, badFlag(serverflag.Backend.List, s, "the cuda back-end cannot run here: %v", err)
 		}
 	}
 	return names, nil
@@ -348,6 +356,15 @@ func oneOf(name, s string, allowed ...string) ([]string, error) {
 		if !slices.Contains(allowed, it) {
 			return nil, badFlag(name, s, "%q is not one of %s", it, strings.Join(allowed, ", "))
 		}
+	}
+	return items, nil
+}
+
+// split splits the value v of setting s's list flag and checks its items.
+func split(s *serverflag.Setting, v string) ([]string, error) {
+	items, err := s.Split(v)
+	if err != nil {
+		return nil, badFlag(s.List, v, "%v", err)
 	}
 	return items, nil
 }
@@ -444,9 +461,9 @@ func rates(s string) ([]float64, error) {
 
 // inputSize parses -size HxW.
 func inputSize(s string) (int, int, error) {
-	h, w, err := modelflag.ParseSize(s)
+	h, w, err := serverflag.ParseSize(s)
 	if err != nil {
-		return 0, 0, badFlag(modelflag.Size, s, "%v", err)
+		return 0, 0, badFlag(serverflag.Size.Name, s, "%v", err)
 	}
 	return h, w, nil
 }
@@ -499,24 +516,24 @@ func (c *config) setModel(f *settings) error {
 	c.checkpoint = "none"
 	if f.shared.Checkpoint == "" {
 		var err error
-		if c.arch, err = modelflag.Arch(f.shared.Model); err != nil {
-			return badFlag(modelflag.Model, f.shared.Model, "%v", err)
+		if c.arch, err = serverflag.Arch(f.shared.Model); err != nil {
+			return badFlag(serverflag.Model.Name, f.shared.Model, "%v", err)
 		}
 		c.model = f.shared.Model
 		return nil
 	}
-	if f.isSet("model") {
-		return badFlag("model", f.shared.Model, "a -checkpoint brings its own model: give one or the other")
+	if f.isSet(serverflag.Model.Name) {
+		return badFlag(serverflag.Model.Name, f.shared.Model, "a -checkpoint brings its own model: give one or the other")
 	}
 	sum, err := fileSHA256(f.shared.Checkpoint)
 	if err != nil {
-		return badFlag("checkpoint", f.shared.Checkpoint, "%v", err)
+		return badFlag(serverflag.Checkpoint.Name, f.shared.Checkpoint, "%v", err)
 	}
 	m, err := checkpoint.LoadResNet(f.shared.Checkpoint)
 	if err != nil {
-		return badFlag("checkpoint", f.shared.Checkpoint, "%v", err)
+		return badFlag(serverflag.Checkpoint.Name, f.shared.Checkpoint, "%v", err)
 	}
-	c.arch, c.model = m.Arch, archName(m.Arch)
+	c.arch, c.model = m.Arch, m.Arch.Name()
 	c.checkpoint = filepath.Base(f.shared.Checkpoint) + " sha256:" + sum
 	return nil
 }
@@ -540,28 +557,6 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// archName names an architecture: resnet18, tiny, or its shape.
-func archName(a resnet.Arch) string {
-	same := func(b resnet.Arch) bool {
-		return a.InChannels == b.InChannels && a.Stem == b.Stem && a.Classes == b.Classes &&
-			slices.Equal(a.Widths, b.Widths) && slices.Equal(a.Blocks, b.Blocks)
-	}
-	switch {
-	case same(resnet.ResNet18()):
-		return "resnet18"
-	case same(resnet.Tiny()):
-		return "tiny"
-	}
-	join := func(v []int) string {
-		s := make([]string, len(v))
-		for i, x := range v {
-			s[i] = strconv.Itoa(x)
-		}
-		return strings.Join(s, "-")
-	}
-	return fmt.Sprintf("resnet(stem=%d,widths=%s,blocks=%s,classes=%d)", a.Stem, join(a.Widths), join(a.Blocks), a.Classes)
 }
 
 // batchesFor returns the batch sizes for back-end be.

@@ -82,7 +82,7 @@ func startFleet(ctx context.Context, spec wireSpec) (f *fleet, err error) {
 		f.clients = append(f.clients, c)
 	}
 	if f.procs != nil {
-		if f.model, err = learnModel(ctx, f.clients[0], conf.flags.shared.ModelName, conf.h, conf.w); err != nil {
+		if f.model, err = learnModel(ctx, f.clients[0], conf.flags.shared.Name(), conf.h, conf.w); err != nil {
 			return f, err
 		}
 		f.setSampler()

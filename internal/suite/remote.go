@@ -154,7 +154,7 @@ func (c *config) probeTargets(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("-target %s: %w", t.url, err)
 		}
-		m, err := learnModel(ctx, cl, c.flags.shared.ModelName, c.h, c.w)
+		m, err := learnModel(ctx, cl, c.flags.shared.Name(), c.h, c.w)
 		cl.Close()
 		if err != nil {
 			return fmt.Errorf("-target %s: %w", t.url, err)

@@ -86,6 +86,7 @@ func runSubs(b *testing.B, bench string) {
 		b.Fatal(err)
 	}
 	if skip != "" {
+		report.skipped(b.Name(), skip) // go test prints a benchmark's skip only under -v
 		b.Skip(skip)
 	}
 	for i, s := range subs {
@@ -114,7 +115,8 @@ var report = &reporter{w: os.Stderr}
 // reporter prints a line as each sub-benchmark starts, with its index of
 // its benchmark's total ("[3/24] BenchmarkServer/...": go test mixes stderr
 // into stdout, and a line that began "word: " would read as a config line
-// to benchstat), and at the end a line per configuration measured:
+// to benchstat), a line for a benchmark that runs nothing ("[skipped]
+// BenchmarkCapacity: why"), and at the end a line per configuration measured:
 // its throughput and median and 99th-percentile latency, the mean of its
 // -count runs. Safe for concurrent use.
 type reporter struct {
@@ -128,6 +130,13 @@ func (r *reporter) started(name string, i, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprintf(r.w, "[%d/%d] %s\n", i+1, n, name)
+}
+
+// skipped says that benchmark name runs nothing, and why.
+func (r *reporter) skipped(name, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.w, "[skipped] %s: %s\n", name, why)
 }
 
 // add notes a finished run's figures.

@@ -36,6 +36,9 @@ func TestReporterProgressAndSummary(t *testing.T) {
 	w.Reset()
 	r.summary()
 	assert.Empty(t, w.String(), "the summary forgets what it printed")
+
+	r.skipped("BenchmarkCapacity", "name it to run it")
+	assert.Equal(t, "[skipped] BenchmarkCapacity: name it to run it\n", w.String())
 }
 
 func TestFormatNs(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferbench/inferbench/inference"
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/internal/serverflag"
 )
 
 // The wire transports drive `inferbench serve` processes: this file starts
@@ -126,25 +127,30 @@ func (c *config) serveArgs(p point, transport string) []string {
 	for i, n := range batches {
 		sizes[i] = strconv.Itoa(n)
 	}
+	sh := &c.flags.shared
+	name := func(s *serverflag.Setting) string { return "-" + s.Name } // serve's flag of a setting the suite shares
 	args := []string{"serve", "-log", "json", "-http-addr", httpAddr, "-grpc-addr", grpcAddr, "-metrics-addr", "",
-		"-model-name", c.flags.shared.ModelName, "-backend", p.be,
-		"-max-batch", strconv.Itoa(maxBatch), "-batches", strings.Join(sizes, ","), "-max-queue-delay", delay.String(), "-workers", strconv.Itoa(p.workers),
-		"-pipeline", p.pipe, "-precision", p.prec, "-graphs=" + strconv.FormatBool(p.graphs == "on"), "-devices", ints(p.devices),
-		"-size", fmt.Sprintf("%dx%d", c.h, c.w), "-seed", strconv.FormatUint(c.flags.shared.Seed, 10),
-		"-pinned-input=" + strconv.FormatBool(c.flags.pinned), "-convs", c.flags.shared.Convs, "-max-queue", "4096", "-queue-policy", "block",
-		"-idle-poll", c.flags.idlePoll.String(), "-grpc-server", c.flags.shared.GRPCServer}
+		name(serverflag.ModelName), sh.Name(), name(serverflag.Backend), p.be,
+		"-max-batch", strconv.Itoa(maxBatch), name(serverflag.Batches), strings.Join(sizes, ","),
+		name(serverflag.MaxQueueDelay), delay.String(), name(serverflag.Workers), strconv.Itoa(p.workers),
+		name(serverflag.Pipeline), p.pipe, name(serverflag.Precision), p.prec,
+		name(serverflag.Graphs) + "=" + strconv.FormatBool(p.graphs == "on"), name(serverflag.Devices), ints(p.devices),
+		name(serverflag.Size), fmt.Sprintf("%dx%d", c.h, c.w), name(serverflag.Seed), strconv.FormatUint(sh.Seed, 10),
+		name(serverflag.PinnedInput) + "=" + strconv.FormatBool(c.flags.pinned), name(serverflag.Convs), sh.Convs,
+		"-max-queue", "4096", "-queue-policy", "block",
+		name(serverflag.IdlePoll), sh.IdlePoll.String(), name(serverflag.GRPCServer), sh.GRPCServer}
 	if shmTransport(transport) || cudaSHMTransport(transport) {
 		// Its objects' names carry serve's default -shm-key-prefix.
 		args = append(args, "-shm")
 	}
-	if c.flags.shared.Checkpoint != "" {
-		abs, err := filepath.Abs(c.flags.shared.Checkpoint)
+	if sh.Checkpoint != "" {
+		abs, err := filepath.Abs(sh.Checkpoint)
 		if err != nil {
-			abs = c.flags.shared.Checkpoint
+			abs = sh.Checkpoint
 		}
-		return append(args, "-checkpoint", abs)
+		return append(args, name(serverflag.Checkpoint), abs)
 	}
-	return append(args, "-model", c.model)
+	return append(args, name(serverflag.Model), c.model)
 }
 
 // schemeOf is the protocol a transport speaks: grpc or http.

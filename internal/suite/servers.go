@@ -59,7 +59,7 @@ func (c *config) serverConfig(be string, batch, workers int, pipe, prec, graphs 
 	cfg := inference.Config{
 		Options:     backend.Options{Height: c.h, Width: c.w, MaxBatch: batch, Batches: []int{batch}, Workers: workers, Pipeline: p, Precision: pr, Graphs: graphs == "on", Convs: convs, Devices: devs, PinnedInput: c.flags.pinned},
 		BackendName: be, Seed: c.flags.shared.Seed,
-		MaxQueue: 4096, IdlePoll: c.flags.idlePoll,
+		MaxQueue: 4096, IdlePoll: c.flags.shared.IdlePoll,
 	}
 	if c.flags.shared.Checkpoint != "" {
 		cfg.Checkpoint = c.flags.shared.Checkpoint // loaded, and timed, by New

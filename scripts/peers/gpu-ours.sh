@@ -21,7 +21,8 @@
 # (LoadGen's minimum duration, 10000), WINDOW (our suite's window, 1s),
 # INTERVAL_MS (perf_analyzer's, 1000), BATCHES ("1 32 256"), SERVE_FLAGS
 # (the server's, "-backend cuda -precision fp16 -graphs -workers 2 -pipeline
-# overlap"); PA set to a perf_analyzer binary skips unpacking the bundle, for
+# overlap"), MODEL (the name it serves the model under, and every tool asks
+# for, resnet18); PA set to a perf_analyzer binary skips unpacking the bundle, for
 # a run with tools installed here (PYTHONPATH and LD_LIBRARY_PATH yours).
 set -u -o pipefail
 B=${B:-.gpuz}
@@ -30,6 +31,7 @@ SERVER_QPS=${SERVER_QPS:-4000}
 BOUND_MS=${BOUND_MS:-10}
 WINDOW=${WINDOW:-1s}
 SERVE_FLAGS=${SERVE_FLAGS:--backend cuda -precision fp16 -graphs -workers 2 -pipeline overlap}
+export MODEL=${MODEL:-resnet18}
 BATCHES=${BATCHES:-1 32 256}
 MAX_BATCH=${BATCHES##* }
 OFFLINE_QPS=${OFFLINE_QPS:-40000}
@@ -52,7 +54,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 # Shared memory on for the -shm transports; perf_analyzer names its objects
 # after the tensors, so any key is taken (-shm-key-prefix=), on loopback.
 # shellcheck disable=SC2086
-"$B/inferbench" serve $SERVE_FLAGS -max-batch "$MAX_BATCH" -batches "${BATCHES// /,}" -max-queue 4096 \
+"$B/inferbench" serve $SERVE_FLAGS -model-name "$MODEL" -max-batch "$MAX_BATCH" -batches "${BATCHES// /,}" -max-queue 4096 \
 	-shm -shm-key-prefix= -http-addr 127.0.0.1:8000 -grpc-addr 127.0.0.1:8001 -metrics-addr 127.0.0.1:8002 >"$OUT/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 120); do
@@ -62,7 +64,7 @@ done
 grep 'warm-up\|serving' "$OUT/serve.log"
 
 suite() { # suite TARGET TRANSPORT: our suite at perf_analyzer's points
-	"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1x -target "$1" -transports "$2" \
+	"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1x -target "$1" -transports "$2" -model-name "$MODEL" \
 		-batches "${BATCHES// /,}" -loads closed -concurrency 1,2,4 -window "$WINDOW" -window-requests 10 -max-windows 6
 }
 export BATCHES CONC_1="1 2 4" CONC_32="1 2 4" CONC_256="1 2 4"
@@ -81,16 +83,16 @@ tar -C "$P" -czf "$OUT/perf_analyzer.tgz" pa
 
 echo "== LoadGen"
 for sc in SingleStream Server Offline; do
-	python3 scripts/peers/loadgen_sut.py --url 127.0.0.1:8001 --scenario "$sc" --outdir "$P/loadgen/$sc" \
+	python3 scripts/peers/loadgen_sut.py --url 127.0.0.1:8001 --model "$MODEL" --scenario "$sc" --outdir "$P/loadgen/$sc" \
 		--server-qps "$SERVER_QPS" --latency-bound-ms "$BOUND_MS" --offline-qps "$OFFLINE_QPS" --batch-sample "$MAX_BATCH" --inflight 8 --duration-ms "$DURATION_MS"
 done
 echo "== our suite, LoadGen's scenarios as loads (BenchmarkScenario's mapping; it does not take -target)"
 # SingleStream is batch=1/load=closed/concurrency=1 above; Server is an open
 # Poisson load of 1-image requests at the same rate; Offline a burst of
 # 256-image requests (1,200 of them).
-"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1x -target grpc://127.0.0.1:8001 -transports grpc-shm \
+"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1x -target grpc://127.0.0.1:8001 -transports grpc-shm -model-name "$MODEL" \
 	-batches 1 -loads open -rate "$SERVER_QPS" -window 2s -max-windows 6 >"$OUT/suite-scenarios.txt" 2>>"$P/suite.err"
-"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1200x -target grpc://127.0.0.1:8001 -transports grpc-shm \
+"$B/root.test" -test.run '^$' -test.bench 'Server$' -test.benchtime 1200x -target grpc://127.0.0.1:8001 -transports grpc-shm -model-name "$MODEL" \
 	-batches "$MAX_BATCH" -loads burst >>"$OUT/suite-scenarios.txt" 2>>"$P/suite.err"
 grep '^Benchmark' "$OUT/suite-scenarios.txt" | cut -c1-160
 tail -5 "$P/suite.err"

@@ -21,15 +21,15 @@ type reference struct {
 	samples map[int]float64 // samples/s by batch size
 }
 
-// seedReferences are cited from SEED.md (the account of the seed this
-// project ports), section "The same work measured on this workplace's GPU
-// (H200, 2026-11-22)": the seed's reference server unchanged (100 requests
-// after one warm-up, compile off, 4 workers), and the hand-written PyTorch
-// serving loop it describes (fp16 channels-last forward in a CUDA graph,
-// three streams, three batches in flight).
+// seedReferences are cited from docs/SEED.md (the account of the seed this
+// project ports), section "The seed measured on an H200": the seed's
+// reference server unchanged (100 requests after one warm-up, compile off, 4
+// workers), and the hand-written PyTorch serving loop it describes (fp16
+// channels-last forward in a CUDA graph, three streams, three batches in
+// flight).
 var seedReferences = []reference{
-	{"seed server, 4 workers (SEED.md, H200)", "H200", map[int]float64{1: 81, 32: 2691, 64: 3909, 128: 3914, 256: 5123}},
-	{"hand-written PyTorch loop (SEED.md, H200)", "H200", map[int]float64{1: 2636, 32: 30400, 256: 40400}},
+	{"seed server, 4 workers (docs/SEED.md, H200)", "H200", map[int]float64{1: 81, 32: 2691, 64: 3909, 128: 3914, 256: 5123}},
+	{"hand-written PyTorch loop (docs/SEED.md, H200)", "H200", map[int]float64{1: 2636, 32: 30400, 256: 40400}},
 }
 
 // pick is the best configuration at one batch size.
@@ -100,7 +100,7 @@ func headlineOf(ds *dataset, ss []series) *headline {
 		}
 	}
 	if len(h.refs) == 0 {
-		h.note = fmt.Sprintf("The seed's figures (SEED.md) were measured on an H200; these results are from %q, so they are not shown.", gpu)
+		h.note = fmt.Sprintf("The seed's figures (docs/SEED.md) were measured on an H200; these results are from %q, so they are not shown.", gpu)
 	}
 	for _, b := range batchSizes(ss) {
 		row := headlineRow{batch: b, ours: best(ours, b), torch: best(torch, b)}

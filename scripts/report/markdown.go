@@ -136,7 +136,7 @@ func writeHeadline(b *strings.Builder, h *headline) {
 		fmt.Fprintf(b, "PyTorch's highest median samples/s at each batch size among %d configurations (scripts/pytorch_bench.py)", h.torch)
 	}
 	if len(h.refs) > 0 {
-		b.WriteString(", and figures cited from SEED.md (its table of the seed measured on this workplace's H200, and its hand-written PyTorch loop): not measured by this run")
+		b.WriteString(", and figures cited from docs/SEED.md (its table of the seed measured on this workplace's H200, and its hand-written PyTorch loop): not measured by this run")
 	}
 	b.WriteString(".")
 	if h.note != "" {

@@ -150,7 +150,7 @@ __global__ void norm_u8_nhwc_f32(const unsigned char *x, float *y, conv_params p
 __global__ void norm_u8_nchw_f32(const unsigned char *x, float *y, conv_params p) { from_u8<false>(x, y, p); }
 __global__ void norm_f32_nhwc_f16(const float *x, __half *y, conv_params p) { from_f32<true>(x, y, p); }
 __global__ void norm_f32_nhwc_f32(const float *x, float *y, conv_params p) { from_f32<true>(x, y, p); }
-// The space-to-depth stem's input (INFERBENCH_CUDA_STEM=s2d), NHWC, 16
+// The space-to-depth stem's input (stem.go's s2d form), NHWC, 16
 // values a pixel.
 __global__ void norm_u8_s2d_f16(const unsigned char *x, __half *y, s2d_params p) { s2d_from_u8(x, y, p); }
 __global__ void norm_u8_s2d_f32(const unsigned char *x, float *y, s2d_params p) { s2d_from_u8(x, y, p); }

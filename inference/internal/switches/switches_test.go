@@ -11,34 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestChoice(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		s    *Switch
-		env  string
-		want string
-		err  string
-	}{
-		{"auto when unset", ConvOverlap, "", "auto", ""},
-		{"a listed value", ConvOverlap, "off", "off", ""},
-		{"an unlisted value", ConvOverlap, "maybe", "", `INFERBENCH_CONV_OVERLAP="maybe": want on, off, auto`},
-		{"unset without auto", CUDAStem, "", "", ""},
-		{"a path", CUDATimeline, "/tmp/t.txt", "/tmp/t.txt", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(tc.s.Name, tc.env)
-			got, err := tc.s.Choice()
-			if tc.err != "" {
-				require.Error(t, err)
-				assert.Equal(t, tc.err, err.Error())
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got, "%s=%q: Choice()", tc.s.Name, tc.env)
-		})
-	}
-}
-
 func TestSet(t *testing.T) {
 	for _, s := range All {
 		if v, ok := os.LookupEnv(s.Name); ok {
@@ -47,10 +19,10 @@ func TestSet(t *testing.T) {
 		}
 	}
 	assert.Empty(t, Set(), "Set() with no switch set")
-	t.Setenv(CUDAStem.Name, "plain")
+	t.Setenv(CUDNNSearch.Name, "exhaustive")
 	t.Setenv(GemmKernel.Name, "generic")
 	t.Setenv(CUDNNCache.Name, "/tmp/a.json") // a file: reported by its back-end
-	assert.Equal(t, []string{"INFERBENCH_GEMM_KERNEL=generic", "INFERBENCH_CUDA_STEM=plain"}, Set())
+	assert.Equal(t, []string{"INFERBENCH_GEMM_KERNEL=generic", "INFERBENCH_CUDNN_SEARCH=exhaustive"}, Set())
 }
 
 // TestOnlyHereReadsTheEnvironment: outside tests and the gateplant build,

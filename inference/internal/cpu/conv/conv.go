@@ -72,6 +72,11 @@ type Spec struct {
 	ReLU        bool      // clamp the output at zero
 	OutPad      int       // zero rows and columns around each output image
 	Kernel      string    // kernel family (see Kernels); "" picks the fastest
+	// Tile overrides NewLayer's plan for a layer its rule runs with
+	// Winograd: 0 keeps the rule's tile, 2 or 4 runs F(2x2, 3x3) or
+	// F(4x4, 3x3), -1 a direct convolution. Tests set it to check every
+	// plan; the back-end leaves it 0.
+	Tile int
 }
 
 // Layer is a packed convolution layer. It is read-only after NewLayer and
@@ -101,23 +106,21 @@ type group struct {
 // NewLayer checks s and packs its weights. 3x3 layers of stride 1 with
 // enough channels run with Winograd's F(4x4, 3x3) (AVX2, up to 256
 // channels) or F(2x2, 3x3) (AVX-512, and AVX2 above 256 channels; see
-// winograd.go and winograd4.go), the others as a direct convolution;
-// switches.ConvWinograd can turn Winograd off and switches.ConvWinogradTile pick the tile.
+// winograd.go and winograd4.go) unless s.Tile says otherwise, the others as
+// a direct convolution.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	policy, err := WinogradPolicy()
-	if err != nil {
-		return nil, err
-	}
-	tile, err := winoTile(kern.name, s)
-	if err != nil {
-		return nil, err
-	}
-	if policy == "off" || !useWinograd(s, kern.name) {
+	tile := s.Tile
+	switch {
+	case tile != 0 && tile != -1 && tile != 2 && tile != 4:
+		return nil, fmt.Errorf("conv: Winograd tile %d, want 0, -1, 2 or 4", tile)
+	case !useWinograd(s, kern.name) || tile == -1:
 		tile = 0
+	case tile == 0:
+		tile = winoTile(kern.name, s)
 	}
 	return newLayer(s, tile)
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/inferbench/inferbench/inference/internal/switches"
 )
 
 // Threads runs functions over index ranges on a set of threads, as
@@ -153,11 +151,6 @@ type Conv struct {
 	L            *Layer
 	In, Out, Res []float32
 }
-
-// OverlapPolicy is the value of switches.ConvOverlap: "on" or "auto" (also
-// for unset) run a forward pass's steps as one job whose steps overlap,
-// "off" one job a step; any other value is an error.
-func OverlapPolicy() (string, error) { return switches.ConvOverlap.Choice() }
 
 // NewRunner returns a Runner that runs layers on t.
 func NewRunner(t Threads) *Runner {

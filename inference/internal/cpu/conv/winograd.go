@@ -1,9 +1,5 @@
 package conv
 
-import (
-	"github.com/inferbench/inferbench/inference/internal/switches"
-)
-
 // Winograd's F(2x2, 3x3) for the 3x3 convolutions of stride 1 and padding
 // 1: each 2x2 block of outputs (a tile) is computed from the 4x4 block of
 // input around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, 16 multiplications per input
@@ -69,10 +65,6 @@ func (wg *winograd) stride(n int) int { return wg.tb*n + 16 }
 
 // nsets is the number of group sets.
 func (wg *winograd) nsets() int { return len(wg.sets) - 1 }
-
-// WinogradPolicy is the value of switches.ConvWinograd: "on", "off" or
-// "auto" (also for unset); any other value is an error.
-func WinogradPolicy() (string, error) { return switches.ConvWinograd.Choice() }
 
 // useWinograd reports whether a layer runs with Winograd: 3x3, stride 1,
 // padding 1, AVX-512 or AVX2 kernels, enough input channels for the matrix

@@ -1,7 +1,5 @@
 package conv
 
-import "github.com/inferbench/inferbench/inference/internal/switches"
-
 // Winograd's F(4x4, 3x3): each 4x4 block of outputs is computed from the
 // 6x6 block of input around it, 36 multiplications per input channel
 // instead of 144, with
@@ -112,27 +110,14 @@ func winograd4OutGo(y []float32, src []float32, stride, n int) {
 }
 
 // winoTile is the side of a Winograd tile's outputs for layer s with
-// kernel family family, as switches.ConvWinogradTile sets it: by default 4 for avx2
-// layers of up to 256 x 256 channels, 2 for larger ones and for avx512.
-// F(4x4) does less work a channel, but stage 4's 8x8 images make only 4
-// of its tiles, too few to share out, and with avx512 its 2.25 times the
-// transformed weights cost more than they save
-// (results/amd-epyc-2core/winograd-4x4, nvidia-h200-host/winograd-4x4-ae7e0ad).
-func winoTile(family string, s Spec) (int, error) {
-	v, err := WinogradTile()
-	switch {
-	case err != nil:
-		return 0, err
-	case v == "2":
-		return 2, nil
-	case v == "4" || family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256:
-		return 4, nil
-	default:
-		return 2, nil
+// kernel family family: 4 for avx2 layers of up to 256 x 256 channels, 2
+// for larger ones and for avx512. F(4x4) does less work a channel, but
+// stage 4's 8x8 images make only 4 of its tiles, too few to share out, and
+// with avx512 its 2.25 times the transformed weights cost more than they
+// save (results/amd-epyc-2core/winograd-4x4).
+func winoTile(family string, s Spec) int {
+	if family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256 {
+		return 4
 	}
+	return 2
 }
-
-// WinogradTile is the value of switches.ConvWinogradTile: "2" for F(2x2,
-// 3x3), "4" for F(4x4, 3x3), "auto" (also for unset) for winoTile's choice;
-// any other value is an error.
-func WinogradTile() (string, error) { return switches.ConvWinogradTile.Choice() }

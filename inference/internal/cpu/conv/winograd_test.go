@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inferbench/inferbench/inference/internal/switches"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -91,31 +90,31 @@ func checkWinogradOut(t *testing.T, rng *rand.Rand, m, n, row, pix, stride int,
 	}
 }
 
-// TestWinogradChoice checks NewLayer's plan under each switches.ConvWinograd value,
-// with this CPU's fastest kernel family.
+// TestWinogradChoice checks NewLayer's plan under each Spec.Tile, with
+// this CPU's fastest kernel family.
 func TestWinogradChoice(t *testing.T) {
 	family := Kernels()[0]
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range []struct {
-		env     string
+		tile    int
 		c, k    int
 		wino    []string // the families that run it with Winograd
 		wantErr string
 	}{
-		{env: "", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
-		{env: "auto", c: 256, k: 3, wino: []string{"avx512", "avx2"}},
-		{env: "auto", c: 512, k: 3, wino: []string{"avx512", "avx2"}},
-		{env: "auto", c: 16, k: 3}, // too few channels
-		{env: "auto", c: 64, k: 1}, // not 3x3
-		{env: "on", c: 64, k: 3, wino: []string{"avx512", "avx2"}},
-		{env: "off", c: 64, k: 3},
-		{env: "maybe", c: 64, k: 3, wantErr: "INFERBENCH_CONV_WINOGRAD"},
+		{tile: 0, c: 64, k: 3, wino: []string{"avx512", "avx2"}},
+		{tile: 0, c: 256, k: 3, wino: []string{"avx512", "avx2"}},
+		{tile: 0, c: 512, k: 3, wino: []string{"avx512", "avx2"}},
+		{tile: 0, c: 16, k: 3}, // too few channels
+		{tile: 0, c: 64, k: 1}, // not 3x3
+		{tile: 4, c: 16, k: 3}, // a tile asked for, but the rule runs it direct
+		{tile: 2, c: 64, k: 3, wino: []string{"avx512", "avx2"}},
+		{tile: -1, c: 64, k: 3},
+		{tile: 3, c: 64, k: 3, wantErr: "conv: Winograd tile 3"},
 	} {
-		t.Run(fmt.Sprintf("env=%s/c=%d/k=%d", tc.env, tc.c, tc.k), func(t *testing.T) {
-			t.Setenv(switches.ConvWinograd.Name, tc.env)
+		t.Run(fmt.Sprintf("tile=%d/c=%d/k=%d", tc.tile, tc.c, tc.k), func(t *testing.T) {
 			in := Layout{H: 4, W: 4, C: tc.c, Pitch: tc.c, Pad: 1}
 			l, err := NewLayer(Spec{In: in, Out: tc.c, K: tc.k, Stride: 1, Pad: tc.k / 2, OutPad: 1,
-				Weight: randSlice(rng, tc.c*tc.c*tc.k*tc.k)})
+				Weight: randSlice(rng, tc.c*tc.c*tc.k*tc.k), Tile: tc.tile})
 			if tc.wantErr != "" {
 				assert.ErrorContains(t, err, tc.wantErr)
 				return
@@ -128,8 +127,8 @@ func TestWinogradChoice(t *testing.T) {
 	}
 }
 
-// TestWinogradTileChoice checks the tiles NewLayer picks under each
-// switches.ConvWinogradTile value, with this CPU's fastest kernel family.
+// TestWinogradTileChoice checks the tiles NewLayer picks, by its rule and
+// as Spec.Tile asks, with this CPU's fastest kernel family.
 func TestWinogradTileChoice(t *testing.T) {
 	family := Kernels()[0]
 	if !winogradAsm(family) {
@@ -138,24 +137,17 @@ func TestWinogradTileChoice(t *testing.T) {
 	def := map[string]int{"avx2": 4, "avx512": 2}[family]
 	rng := rand.New(rand.NewPCG(23, 24))
 	for _, tc := range []struct {
-		env     string
-		c       int // channels in and out
-		want    int
-		wantErr string
+		tile int
+		c    int // channels in and out
+		want int
 	}{
-		{"", 64, def, ""}, {"auto", 64, def, ""}, {"2", 64, 2, ""}, {"4", 64, 4, ""},
-		{"", 512, 2, ""}, // stage 4: 2x2 for either family
-		{"4", 512, 4, ""},
-		{"8", 64, 0, "INFERBENCH_CONV_WINOGRAD_TILE"},
+		{0, 64, def}, {2, 64, 2}, {4, 64, 4},
+		{0, 512, 2}, // stage 4: 2x2 for either family
+		{4, 512, 4},
 	} {
-		t.Run(fmt.Sprintf("env=%s/c=%d", tc.env, tc.c), func(t *testing.T) {
-			t.Setenv(switches.ConvWinogradTile.Name, tc.env)
+		t.Run(fmt.Sprintf("tile=%d/c=%d", tc.tile, tc.c), func(t *testing.T) {
 			in := Layout{H: 6, W: 6, C: tc.c, Pitch: tc.c, Pad: 1}
-			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9)})
-			if tc.wantErr != "" {
-				assert.ErrorContains(t, err, tc.wantErr)
-				return
-			}
+			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9), Tile: tc.tile})
 			require.NoError(t, err)
 			require.NotNil(t, l.wino)
 			assert.Equal(t, tc.want, l.wino.m, "tile with %s kernels", family)
