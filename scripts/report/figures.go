@@ -26,6 +26,9 @@ type figureSpec struct {
 	filter string // benchproc filter selecting our configurations
 	unit   string // as the file spells it: samples/s, images/s, p50-latency-ns
 	how    string // interval, clock and requests, as the record states them
+	// gpu names the GPU where the file has no gpu: line (a package's own
+	// benchmarks print only cpu:) and the record's README names it.
+	gpu    string
 	beside []besideSpec
 }
 
@@ -116,6 +119,26 @@ var headlineSpecs = []figureSpec{
 		},
 	},
 	pytorchLoop(1), pytorchLoop(32), pytorchLoop(256),
+	forwardBeside(1), forwardBeside(32), forwardBeside(256),
+	{
+		label: "GPU, gRPC, uint8 input, batch 256", record: round3,
+		file: "call2/c-b256-uint8.txt", filter: "/transport:grpc", unit: "samples/s",
+		how: "closed loop, 16 requests outstanding on 16 gRPC connections, 600 requests a run, server in its own process on loopback; images / the suite's wall time from the first send to the last answer, connection warm-up excluded",
+		beside: []besideSpec{
+			{"the same before 3b67dc4 (input copied from pageable memory), call 1", "call1/c-b256-uint8.txt", "/transport:grpc"},
+			{"in process, call 1", "call1/c-b256-uint8.txt", "/transport:inproc"},
+		},
+	},
+	{
+		label: "GPU, batch-1 traffic (256 closed clients, dynamic batching), in process, uint8 input", record: round3,
+		file: "call1/b-inproc.txt", filter: "/input:uint8", unit: "samples/s",
+		how: "256 one-image requests outstanding, merged into batches of up to 64 (at most 1 ms wait), 60,000 requests a run; images / the suite's wall time from the first send to the last answer",
+		beside: []besideSpec{
+			{"fp32 input", "call1/b-inproc.txt", "/input:fp32"},
+			{"gRPC + system shared memory, uint8, 8 connections", "call1/b-grpcshm.txt", "/input:uint8"},
+			{"gRPC, uint8, 16 connections (call 2)", "call2/b-grpc-uint8.txt", "/input:uint8"},
+		},
+	},
 	cpuCompare(2, 1), cpuCompare(2, 8), cpuCompare(16, 1), cpuCompare(16, 8),
 }
 
@@ -129,6 +152,30 @@ func pytorchLoop(batch int) figureSpec {
 		how: "bursts of 200 requests of fp32 images from pinned memory after one unmeasured request, both in one call; images / host wall time from the first send to the last answer",
 		beside: []besideSpec{
 			{"PyTorch 2.11 overlapped loop (3 streams, CUDA graphs, fp16 channels-last)", "pytorch-graph.txt", fmt.Sprintf(".name:Server /batch:%d", batch)},
+		},
+	}
+}
+
+// round3 is issue 37's record: four calls on H200s.
+const round3 = "results/nvidia-h200/round3-c1879ed"
+
+// forwardBeside is the row of our forward pass alone beside torch.compile
+// max-autotune's, forward alone (compile-max) and replayed in the overlapped
+// loop's CUDA graphs (graph-max, whose forward lines carry graphs=on), in
+// the same calls.
+func forwardBeside(batch int) figureSpec {
+	graphMax := "call4/forward-pytorch.txt"
+	if batch == 32 {
+		graphMax = "call3/forward-pytorch.txt"
+	}
+	return figureSpec{
+		label:  fmt.Sprintf("GPU, forward pass alone, batch %d", batch),
+		record: round3,
+		file:   "call3/forward-ours.txt", filter: fmt.Sprintf("/batch:%d /datatype:fp32", batch), unit: "samples/s", gpu: "NVIDIA H200",
+		how: "the batch already on the GPU; one CUDA-graph replay (fp32 input converted inside) and the logits' copy, waited for on the host, per batch; images / host wall time, over testing.B's 2 s loop (PyTorch: 50 calls, synchronised each)",
+		beside: []besideSpec{
+			{"torch.compile max-autotune, forward alone, static shapes", "call3/forward-pytorch.txt", fmt.Sprintf(".name:Forward /batch:%d -/graphs:on", batch)},
+			{"max-autotune kernels in the overlapped loop's CUDA graphs (graph-max), one replay", graphMax, fmt.Sprintf(".name:Forward /batch:%d /graphs:on", batch)},
 		},
 	}
 }
@@ -302,7 +349,7 @@ func headlineTable(root string, specs []figureSpec, base string) (string, error)
 			besideCell = strings.Join(beside, "; ")
 		}
 		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s, %s | %s |\n",
-			s.label, formatFigure(s.unit, ours.median), cell(besideCell), cell(cfg), cell(ours.hardware),
+			s.label, formatFigure(s.unit, ours.median), cell(besideCell), cell(cfg), cell(firstNonEmpty(s.gpu, ours.hardware)),
 			cell(s.how), medianOf(ours.runs), recordLink(root, base, s.record, s.file))
 	}
 	return b.String(), nil
