@@ -359,16 +359,23 @@ func (c *config) capacitySub(prefix string, p point) (sub, error) {
 	return sub{name: p.name, sb: sb, run: func(b runB) { runCapacity(b, sb, p.batch) }}, nil
 }
 
-// batchingSizes returns MaxBatch and the prepared batch sizes of a
-// capacity search with dynamic batching of batch-image requests: merged
-// batches of up to max(64, 8*batch) images (at most 1024), prepared at batch
-// times powers of two, so a merged batch runs padded to at most twice its
-// size and is never planned on the request path.
-func batchingSizes(batch int) (int, []int) {
-	maxBatch := min(1024, max(64, 8*batch))
+// batchingSizes returns MaxBatch and the prepared batch sizes of a server
+// that merges batch-image requests: merged batches of up to limit images, or
+// with limit 0 max(64, 8*batch) (at most 1024), prepared at batch times
+// powers of two and at MaxBatch, so a merged batch runs padded to at most
+// twice its size and is never planned on the request path.
+func batchingSizes(batch, limit int) (int, []int) {
+	maxBatch := limit
+	if maxBatch == 0 {
+		maxBatch = min(1024, max(64, 8*batch))
+	}
+	maxBatch = max(maxBatch, batch)
 	var sizes []int
 	for n := batch; n <= maxBatch; n *= 2 {
 		sizes = append(sizes, n)
+	}
+	if sizes[len(sizes)-1] != maxBatch {
+		sizes = append(sizes, maxBatch)
 	}
 	return maxBatch, sizes
 }

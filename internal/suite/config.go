@@ -59,6 +59,10 @@ func (c *config) configLines() []backend.KV {
 	if f.shared.IdlePoll > 0 {
 		lines = append(lines, backend.KV{Key: "idle-poll", Value: f.shared.IdlePoll.String()})
 	}
+	// Every result before -batching-max existed merged by batchingSizes' rule.
+	if f.batchingMax > 0 {
+		lines = append(lines, backend.KV{Key: "batching-max", Value: strconv.Itoa(f.batchingMax)})
+	}
 	// Every result before -grpc-server existed was served by grpc-go.
 	if c.grpcWire() && f.shared.GRPCServer != protocol.GRPCServerGo {
 		lines = append(lines, backend.KV{Key: "grpc-server", Value: f.shared.GRPCServer})

@@ -93,3 +93,25 @@ func TestDimensionsNameTheirFlags(t *testing.T) {
 		assert.NotEmpty(t, d.Doc, d.Key)
 	}
 }
+
+// TestBatchingSizes checks the merged batch's limit and the sizes prepared
+// for it: the rule's, -batching-max's, and never below the request's batch.
+func TestBatchingSizes(t *testing.T) {
+	for _, tc := range []struct {
+		batch, limit int
+		max          int
+		sizes        []int
+	}{
+		{1, 0, 64, []int{1, 2, 4, 8, 16, 32, 64}},
+		{32, 0, 256, []int{32, 64, 128, 256}},
+		{256, 0, 1024, []int{256, 512, 1024}},
+		{1, 128, 128, []int{1, 2, 4, 8, 16, 32, 64, 128}},
+		{1, 96, 96, []int{1, 2, 4, 8, 16, 32, 64, 96}},
+		{3, 0, 64, []int{3, 6, 12, 24, 48, 64}},
+		{256, 64, 256, []int{256}},
+	} {
+		m, sizes := batchingSizes(tc.batch, tc.limit)
+		assert.Equal(t, tc.max, m, "batch %d, limit %d: MaxBatch", tc.batch, tc.limit)
+		assert.Equal(t, tc.sizes, sizes, "batch %d, limit %d: prepared sizes", tc.batch, tc.limit)
+	}
+}

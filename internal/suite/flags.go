@@ -36,7 +36,7 @@ type settings struct {
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
-	grpcConns                                                                 int
+	grpcConns, batchingMax                                                    int
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, servers                                             string
@@ -98,6 +98,7 @@ func (f *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.targetCA, "target-ca", "", "grpcs:// and https:// targets: a PEM file of the CA certificates to trust, or insecure to skip verification (default: the system's roots)")
 	fs.StringVar(&f.inputs, FlagInput, "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
 	fs.StringVar(&f.batching, FlagBatching, "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
+	fs.IntVar(&f.batchingMax, "batching-max", 0, "batching=on: the largest merged batch in images (0: max(64, 8*batch), at most 1024); a config line when set")
 	fs.StringVar(&f.servers, FlagServers, "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
@@ -233,6 +234,9 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	}
 	if f.isSet("input") && len(c.inputs) == 0 {
 		return nil, badFlag("input", f.inputs, "give at least one of fp32, uint8")
+	}
+	if f.batchingMax < 0 || f.batchingMax > 1024 {
+		return nil, badFlag("batching-max", strconv.Itoa(f.batchingMax), "want 0 (the rule) to 1024 images")
 	}
 	if c.batching, err = oneOf("batching", f.batching, "off", "on"); err != nil {
 		return nil, err
