@@ -17,8 +17,9 @@
 //     socket into the memory a Sink names: for the inference service's
 //     requests, the input tensor's buffer (package protocol's grpcSink);
 //     otherwise a buffer the message is decoded from.
-//  3. Handlers run in a goroutine per call, as registered with
-//     RegisterService (server reflection and grpc.health.v1 included);
+//  3. Handlers run one call at a time on goroutines kept between calls (as
+//     grpc-go's NumStreamWorkers), as registered with RegisterService
+//     (server reflection and grpc.health.v1 included);
 //     answers are written with the same frames, in one write each where the
 //     client's flow-control windows allow.
 //

@@ -536,7 +536,7 @@ func (c *serverConn) onHeaders(h frameHeader) error {
 	st.counted = true
 	c.reportIdle(c.calls == 1, false)
 	c.mu.Unlock()
-	go st.run(m)
+	c.s.workers.run(func() { st.run(m) })
 	return nil
 }
 

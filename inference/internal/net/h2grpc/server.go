@@ -115,6 +115,7 @@ type Server struct {
 	draining bool
 	done     chan struct{} // closed when the server stops
 	wg       sync.WaitGroup
+	workers  *callWorkers // run the calls' handlers
 }
 
 type method struct {
@@ -130,8 +131,9 @@ func NewServer(o ServerOptions) *Server {
 	if o.Log != nil {
 		log = slog.New(ratelog.New(o.Log.Handler(), peerLogLines, peerLogPeriod))
 	}
+	done := make(chan struct{})
 	return &Server{opts: o, log: log, methods: map[string]method{}, services: map[string]grpc.ServiceInfo{},
-		lns: map[net.Listener]bool{}, conns: map[*serverConn]bool{}, done: make(chan struct{})}
+		lns: map[net.Listener]bool{}, conns: map[*serverConn]bool{}, done: done, workers: newCallWorkers(done)}
 }
 
 // RegisterService registers a service's handlers, as grpc.Server does.
