@@ -22,6 +22,12 @@ import (
 // time of the pass (events on the compute stream), averaged.
 func BenchmarkForward(b *testing.B) {
 	requireGPU(b)
+	// Config lines, so that the file names its GPU as the suite's files do.
+	kv, err := Describe()
+	require.NoError(b, err)
+	for _, l := range kv {
+		fmt.Printf("%s: %s\n", l.Key, l.Value)
+	}
 	m, err := resnet.New(resnet.ResNet18(), 1)
 	require.NoError(b, err)
 	for _, batch := range []int{1, 32, 256} {
