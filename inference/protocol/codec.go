@@ -95,8 +95,9 @@ func overLimitOf(r *v2pb.ModelInferRequest) error {
 const rawInputField = 7
 
 // rawBuffer is where the k-th raw input of n bytes of r goes: a lent buffer
-// of the pool when it is the model's one FP32 input with a valid shape and
-// exactly its size and the in-flight budget has room for it (lent is
+// of the pool when it is the model's one input, FP32 or UINT8 that goes to
+// the server as bytes (the head of a pool tensor), with a valid shape and
+// exactly its size, and the in-flight budget has room for it (lent is
 // true); else, with whole (its bytes are all in memory already), a new
 // slice; else nil: the caller grows a buffer as the bytes arrive.
 func (s *Service) rawBuffer(r *v2pb.ModelInferRequest, k, n int, whole bool) (dst []byte, lent bool) {

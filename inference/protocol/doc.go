@@ -23,8 +23,8 @@
 //     torchvision does, JSON numbers parsed without reflection. When the
 //     server normalises uint8 on the device (Server.Uint8OnDevice, with the
 //     model's normalisation), binary UINT8 data stays bytes: read into the
-//     pooled buffer's memory (HTTP), the decoded message's bytes (gRPC raw)
-//     or the region in place (shared memory).
+//     pooled buffer's memory (HTTP and gRPC raw) or the region in place
+//     (shared memory).
 //  4. Inference: the buffer is submitted with the request's context, so a
 //     client that disconnects or whose deadline passes cancels it; the
 //     buffer returns to the pool (or the region is let go) only once the

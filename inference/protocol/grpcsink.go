@@ -15,9 +15,10 @@ import (
 
 // grpcSink is the h2grpc server's SinkFunc: a ModelInferRequest, as a
 // ModelInfer call or a message of a ModelStreamInfer call, is decoded as its
-// bytes arrive, so that the one FP32 input's raw_input_contents are read from
-// the socket straight into an input buffer of the model's pool (pinned
-// memory on CUDA): no copy of the tensor in this process. Other messages are
+// bytes arrive, so that the one input's raw_input_contents (FP32, or UINT8
+// that goes to the server as bytes) are read from the socket straight into
+// an input buffer of the model's pool (pinned memory on CUDA): no copy of
+// the tensor in this process. Other messages are
 // gathered and decoded as protobuf.
 func (s *Service) grpcSink(method string, size int) h2grpc.Sink {
 	switch method {
