@@ -18,8 +18,7 @@ import (
 // first part, the shortcut the part after it (besideWorkspace sizes it).
 // Passes not recorded into a graph (Graphs off, the algorithm search, the
 // profiler's step times) keep one stream, and so do batches of besideMaxBatch
-// images or more, which fill the GPU and gain nothing from a second stream
-// (results/nvidia-h200/shortcut-beside-5607123).
+// images or more, which fill the GPU and gain nothing from a second stream.
 
 // besideMaxBatch is the smallest batch whose graph keeps the shortcut on the
 // compute stream.

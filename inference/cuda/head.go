@@ -28,8 +28,7 @@ const gapThreads = 256
 // the fully connected layer with its bias, both in float32. They replace
 // cuDNN's average pool, a conversion to float, cuBLAS's product and cuDNN's
 // bias addition: two launches instead of four, and no cuBLAS, whose one-time
-// set-up and kernel loading lengthened every start
-// (results/nvidia-h200/cold-start/head-kernels).
+// set-up and kernel loading lengthened every start.
 type headKernels struct {
 	mod  cudadrv.Module
 	gap  cudadrv.Function // the average pool for the network

@@ -20,7 +20,7 @@ import (
 // fat binary with machine code for compute capability 8.0 (A100) and 9.0
 // (H100, H200), which loads without compiling, and PTX for 8.0, which the
 // driver compiles for any later device (slow on a first start, when the
-// driver's compute cache is empty: results/nvidia-h200/cold-start).
+// driver's compute cache is empty).
 //
 //go:embed normalize.fatbin
 var normalizeImage []byte

@@ -12,7 +12,7 @@ import (
 //
 //  1. plain: as it is, over the input kernel's NHWC (or NCHW) image. Its 3
 //     channels keep cuDNN from its tensor-core kernels, so in fp16 the stem
-//     takes a large share of the pass (results/nvidia-h200/profile-fp16.md).
+//     takes a large share of the pass.
 //  2. s2d: as a stride-1 convolution over the image's space-to-depth form.
 //     Let P be the normalised image zero-padded by the stem's pad on top and
 //     left (P[i][j] = img[i-pad][j-pad], 0 outside the image, so the zeros
@@ -53,8 +53,8 @@ func (f stemForm) String() string {
 }
 
 // defaultStem is the stem's form engines ask for: s2d for FP16, where it
-// was faster (results/nvidia-h200/s2d-stem), and plain for FP32 and for
-// TF32, whose s2d stem agrees with the plain one but has not been timed.
+// was measured faster, and plain for FP32 and for TF32, whose s2d stem
+// agrees with the plain one but has not been timed.
 func defaultStem(p backend.Precision) stemForm {
 	if p == backend.FP16 {
 		return stemS2D

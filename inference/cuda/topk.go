@@ -15,7 +15,7 @@ import (
 //
 // Both searches time these as the forward pass calls them. Find's own times
 // are of a plain convolution, and its fastest can be far slower fused with
-// the bias and ReLU (results/nvidia-h100/grpc-stream-7e4bcab).
+// the bias and ReLU.
 func timedTopK(res []cudnn.AlgoPerf, limit uintptr, k int) []cudnn.AlgoPerf {
 	var out []cudnn.AlgoPerf
 	gemm := false

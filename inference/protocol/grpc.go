@@ -21,8 +21,7 @@ import (
 
 // DefaultStreamWindow is a gRPC call's default HTTP/2 receive window: large
 // enough that a ModelStreamInfer call carrying several batch-256 requests
-// (192 MB each) sends the next while the server decodes the one before
-// (measured in results/nvidia-h100/grpc-stream-7e4bcab/grpc-window). A
+// (192 MB each) sends the next while the server decodes the one before. A
 // call's message is buffered whole anyway (up to MaxMessageBytes), so a
 // larger window holds no more of a peer's bytes than a message may.
 const DefaultStreamWindow = 64 << 20

@@ -199,10 +199,9 @@ func (f *fleet) inferOn(ctx context.Context, i, conn int) error {
 // load keeps outstanding on a server (the client opens a connection for each
 // request in flight), or 1 when the load bounds nothing (burst and open
 // loads), at most maxWarmUp. The first request on a connection pays for the
-// connection's buffers (and the server's) and for its TCP window's growth:
-// at batch 256 over gRPC on an H200 machine, 300-500 ms against some 100 for
-// the next ones (results/nvidia-h200/warm-connections-c80f455), which no
-// measured request should carry.
+// connection's buffers (and the server's) and for its TCP window's growth,
+// several times the next ones' at batch 256 over gRPC, which no measured
+// request should carry.
 func (f *fleet) warmUp(ctx context.Context) error {
 	var (
 		wg   sync.WaitGroup

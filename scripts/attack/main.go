@@ -56,7 +56,7 @@ const FixedBytes = 96 << 20
 const FixedAddressBytes = 512 << 20
 
 // DefaultProbeBound is how long a health probe may take while an attack
-// holds its connections: issue 35's 100 ms.
+// holds its connections: the bound the front door's health checks keep.
 const DefaultProbeBound = 100 * time.Millisecond
 
 func main() {

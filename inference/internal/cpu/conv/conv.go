@@ -185,7 +185,7 @@ func newLayer(s Spec, tile int) (*Layer, error) {
 // A task computes several channel groups for each block of pixels, so it
 // reads its input once rather than once a group; where the groups' weights
 // overflow L1 anyway, this costs no more weight reads. The budget stays
-// under 1 MiB, which was slower (results/amd-epyc-2core/direct-sets). Other
+// under 1 MiB: a larger one was slower. Other
 // families keep a group a task: they were not measured.
 func directSetBytes(family string) int {
 	if family == "avx2" {

@@ -33,7 +33,7 @@ const maxPixels = 12
 // (flagReLU). Layers make one run of each kernel row (nkx = 1, nc = K x
 // Pitch: a row's columns lie next to each other) and do not accumulate; the
 // kx loop and flagAccumulate let a reduction be split over calls, which was
-// slower (results/nvidia-h100-host).
+// slower.
 type tile struct {
 	x, w, out, res, bias   []float32
 	nky, nkx, nc           int

@@ -13,9 +13,9 @@ package conv
 // ends at most one task after the average), and the bytes of weights all
 // threads read, at a bandwidth they share.
 //
-// The constants were fitted to BenchmarkLayer on a 16-thread Xeon host
-// (results/nvidia-h100-host): a thread's multiply-add rate, and the
-// bandwidth at which all threads together read a stage-4 layer's weights.
+// The constants were fitted to BenchmarkLayer on a 16-thread Xeon host: a
+// thread's multiply-add rate, and the bandwidth at which all threads
+// together read a stage-4 layer's weights.
 const (
 	macRate   = 50e9 // multiply-adds per second of one thread
 	sharedBW  = 40e9 // bytes per second at which the threads together read weights
@@ -60,6 +60,5 @@ func (l *Layer) split(n, t int) int {
 // when its tiles allow (at 6 tiles a task at least, tb at most). A task
 // reads its channel group's weights, so few large tasks read less, but the
 // threads of a shared host run at uneven speeds, and small tasks let the
-// others take over from a slow one
-// (results/nvidia-h200-host/cpu-wino-tasks-6b7959c).
+// others take over from a slow one.
 const winoTasksPerThread = 8

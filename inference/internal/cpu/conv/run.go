@@ -64,8 +64,7 @@ type Runner struct {
 //     step s-1 counts as its tasks finish (outs).
 //
 // The overlap exists because a forward pass is some 20 steps, and without it
-// threads wait at each step's end for its last task
-// (results/nvidia-h200-host/cpu-3c7f177).
+// threads wait at each step's end for its last task.
 type step struct {
 	op     op
 	convs  [2]convRun // opConv's, the second unused (l nil) for one layer
@@ -333,8 +332,7 @@ const meanMinChunk = 128
 // channels are cut into as few runs (of at least meanMinChunk channels) as
 // keep the threads busy, so that a task reads long stretches of memory one
 // after another: the input was written by other threads a moment earlier,
-// and reading it in short pieces far apart is slow
-// (results/nvidia-h200-host/cpu17).
+// and reading it in short pieces far apart is slow.
 func (r *Runner) Mean(l Layout, n int, in, feat []float32) error {
 	switch {
 	case n < 1:

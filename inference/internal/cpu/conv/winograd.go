@@ -71,7 +71,7 @@ func (wg *winograd) nsets() int { return len(wg.sets) - 1 }
 // products to run well and at most 512 x 512 channels. Every such layer of
 // ResNet-18 qualifies, stage 4 included: with its scratch planes apart
 // (winograd.stride) Winograd beat the direct convolution there on both
-// kernel families (results/amd-epyc-2core/winograd-4x4/stage4).
+// kernel families.
 func useWinograd(s Spec, family string) bool {
 	return winogradAsm(family) && s.K == 3 && s.Stride == 1 && s.Pad == 1 && s.In.Pitch >= 32 && s.In.Pitch*pitch(s.Out) <= 512*512
 }
@@ -84,8 +84,7 @@ func newWinograd(l *Layer, w []float32, m int) *winograd {
 	// A task's transformed input stays within 512 KiB, or 1.5 MiB for
 	// F(2x2) with AVX2, which is stage 4 (512 channels): up to 48 tiles a
 	// task instead of 12, where the thread count allows (prepare), so that a
-	// task reads its 2 MiB of weights for more tiles
-	// (results/amd-epyc-2core/winograd-4x4/stage4-tiles).
+	// task reads its 2 MiB of weights for more tiles.
 	budget := 16 * 8192
 	if m == 2 && l.kern.name == "avx2" {
 		budget *= 3

@@ -114,7 +114,7 @@ func winograd4OutGo(y []float32, src []float32, stride, n int) {
 // for larger ones and for avx512. F(4x4) does less work a channel, but
 // stage 4's 8x8 images make only 4 of its tiles, too few to share out, and
 // with avx512 its 2.25 times the transformed weights cost more than they
-// save (results/amd-epyc-2core/winograd-4x4).
+// save.
 func winoTile(family string, s Spec) int {
 	if family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256 {
 		return 4

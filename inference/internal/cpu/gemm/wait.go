@@ -10,7 +10,7 @@ import (
 // some 25 a pass, each a millisecond or less on 16 threads. A goroutine that
 // blocks on a channel between two jobs parks its thread, and waking 15 parked
 // threads goes through the Go scheduler one thread after another, at every
-// job (results/nvidia-h200-host/cpu-scaling-12d4528). So a waiting goroutine
+// job. So a waiting goroutine
 // first spins, reading an atomic value, for up to spinFor, and only then
 // parks. spinFor bounds what an idle engine burns after its last job; it is
 // longer than most waits of a thread that finished its part of a layer
@@ -28,7 +28,7 @@ const spinCheck = 256
 // goroutine's thread to other goroutines (runtime.Gosched): 4096 spins,
 // when every P has a CPU of its own. Gosched is not free even when no other
 // goroutine waits: it takes the scheduler's one lock twice, which many
-// spinning threads contend for (results/nvidia-h200-host/cpu-gosched-65f58a7).
+// spinning threads contend for.
 // With more threads than Ps, or more Ps than CPUs (GOMAXPROCS above the CPUs
 // this process may run on), a spinner holds a P, or a CPU, that goroutines
 // with work may be waiting for: there, it yields at every look (yieldEvery).

@@ -8,7 +8,7 @@
 // times: the client into its write buffer, in 16 KiB frames; the server out
 // of its read buffer into a buffer per frame, then (in this module's codec)
 // into the input tensor, which kept two processes at about half of what
-// loopback carries (results/nvidia-h100/loopback-bound-6b7959c). Here:
+// loopback carries. Here:
 //
 //  1. The client writes a request from the caller's memory with writev (one
 //     write a slice over TLS), in frames as large as the server accepts

@@ -10,8 +10,7 @@ import (
 )
 
 // Chunk is the most one call hands the writer: for a large body, chunks of
-// 128 KiB beat both one writev of the whole body and net/http's copy loop
-// (results/nvidia-h200/http-client-chunks).
+// 128 KiB beat both one writev of the whole body and net/http's copy loop.
 var Chunk int64 = 128 << 10
 
 // To writes the first n bytes of bufs (all of them if they hold fewer) to
