@@ -479,7 +479,7 @@ def build_model(torch, torchvision, ckpt, backend, precision):
     if precision == "fp16":
         model = model.half().to(memory_format=torch.channels_last)
     if backend in COMPILE_MODES:
-        torch._dynamo.reset()
+        torch._dynamo.reset()  # nothing compiled before leaks into this one
         # Static shapes: every configuration has one batch size, and without
         # dynamic=False a process (or dynamo's on-disk profile) that has seen
         # two batch sizes compiles the batch dimension as dynamic, slower.
@@ -524,7 +524,6 @@ def forward_only(torch, torchvision, ckpt, args, batch, h, w, precision, name):
     loop: the model is built and compiled once (its first call, autotuning
     included, is first-ns on the first run's line), then each run times
     --forward-iters passes over an input already on the GPU."""
-    torch._dynamo.reset()
     model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, "compile-max", precision)
     dtype = torch.float16 if precision == "fp16" else torch.float32
     fmt = torch.channels_last if precision == "fp16" else torch.contiguous_format
@@ -585,7 +584,6 @@ def main(argv):
                     if server is None or backend in ("eager", "graph"):
                         if server is not None:
                             server.close()
-                        torch._dynamo.reset()
                         model, load_ns, setup_ns = build_model(torch, torchvision, ckpt, backend, precision)
                         first_ns = 0
                         if backend == "graph-max":  # compiled before the capture

@@ -26,8 +26,9 @@ type figureSpec struct {
 	filter string // benchproc filter selecting our configurations
 	unit   string // as the file spells it: samples/s, images/s, p50-latency-ns
 	how    string // interval, clock and requests, as the record states them
-	// gpu names the GPU where the file has no gpu: line (a package's own
-	// benchmarks print only cpu:) and the record's README names it.
+	// gpu, when set, is the hardware column: the GPU the record's README
+	// names, for a file without a gpu: line (a package's own benchmarks
+	// printed only cpu:).
 	gpu    string
 	beside []besideSpec
 }
