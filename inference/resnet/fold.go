@@ -31,16 +31,26 @@ type Folded struct {
 
 // Fold returns the folded form of m: w' = w*g/sqrt(v+eps), b' = beta - mean*g/sqrt(v+eps).
 // m is not changed; Fold computes in float64.
+// The convolutions are folded at once on all CPUs.
 func (m *Model) Fold() *Folded {
-	f := &Folded{Arch: m.Arch, Stem: foldConv(&m.Stem, &m.StemBN), FC: m.FC}
-	for _, b := range m.Blocks() {
-		fb := FoldedBlock{Conv1: foldConv(&b.Conv1, &b.BN1), Conv2: foldConv(&b.Conv2, &b.BN2)}
-		if b.Down != nil {
-			d := foldConv(b.Down, b.DownBN)
-			fb.Down = &d
-		}
-		f.Blocks = append(f.Blocks, fb)
+	f := &Folded{Arch: m.Arch, FC: m.FC}
+	var folds []func()
+	add := func(dst *FoldedConv, c *Conv, bn *BatchNorm) {
+		folds = append(folds, func() { *dst = foldConv(c, bn) })
 	}
+	add(&f.Stem, &m.Stem, &m.StemBN)
+	blocks := m.Blocks()
+	f.Blocks = make([]FoldedBlock, len(blocks))
+	for i, b := range blocks {
+		fb := &f.Blocks[i]
+		add(&fb.Conv1, &b.Conv1, &b.BN1)
+		add(&fb.Conv2, &b.Conv2, &b.BN2)
+		if b.Down != nil {
+			fb.Down = &FoldedConv{}
+			add(fb.Down, b.Down, b.DownBN)
+		}
+	}
+	parallel(len(folds), func(i int) { folds[i]() })
 	return f
 }
 

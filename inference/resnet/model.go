@@ -18,9 +18,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Eps is torchvision's batch-norm epsilon.
@@ -137,57 +140,101 @@ type Model struct {
 	FC     Linear
 }
 
-// New returns a model of architecture a with torchvision's initialisation, drawn
-// from a generator seeded with seed: convolutions from N(0, 2/fan_out), batch-norm
-// as identity (gamma 1, beta 0, mean 0, var 1), the classifier's weight and bias
-// from U(-1/sqrt(fan_in), 1/sqrt(fan_in)). The same seed gives the same model.
+// New returns a model of architecture a with torchvision's initialisation:
+// convolutions from N(0, 2/fan_out), batch-norm as identity (gamma 1, beta 0,
+// mean 0, var 1), the classifier's weight and bias from U(-1/sqrt(fan_in),
+// 1/sqrt(fan_in)). Each tensor, or each drawChunk values of a large one, is
+// drawn from its own generator, seeded with seed and its place in the model,
+// so that all CPUs draw at once (a server's start waits for the model). The
+// same seed gives the same model.
 func New(a Arch, seed uint64) (*Model, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	conv := func(out, in, k, stride int) Conv {
-		c := Conv{Out: out, In: in, K: k, Stride: stride, Pad: k / 2, Weight: make([]float32, out*in*k*k)}
+	var draws []func(*rand.Rand) // one per tensor, in the model's order
+	conv := func(out, in, k, stride int) *Conv {
+		c := &Conv{Out: out, In: in, K: k, Stride: stride, Pad: k / 2, Weight: make([]float32, out*in*k*k)}
 		std := math.Sqrt(2 / float64(out*k*k))
-		for i := range c.Weight {
-			c.Weight[i] = float32(rng.NormFloat64() * std)
+		for lo := 0; lo < len(c.Weight); lo += drawChunk {
+			w := c.Weight[lo:min(lo+drawChunk, len(c.Weight))]
+			draws = append(draws, func(rng *rand.Rand) {
+				for i := range w {
+					w[i] = float32(rng.NormFloat64() * std)
+				}
+			})
 		}
 		return c
 	}
 	m := &Model{Arch: a}
-	m.Stem = conv(a.Stem, a.InChannels, 7, 2)
+	stem := conv(a.Stem, a.InChannels, 7, 2)
 	m.StemBN = identityBN(a.Stem)
+	type pending struct {
+		c1, c2, down *Conv
+	}
+	var blocks [][]pending
 	in := a.Stem
 	for s, width := range a.Widths {
-		var blocks []Block
+		var stage []pending
 		for b := 0; b < a.Blocks[s]; b++ {
 			stride := 1
 			if b == 0 && s > 0 {
 				stride = 2
 			}
-			blk := Block{
-				Conv1: conv(width, in, 3, stride), BN1: identityBN(width),
-				Conv2: conv(width, width, 3, 1), BN2: identityBN(width),
-			}
+			p := pending{c1: conv(width, in, 3, stride), c2: conv(width, width, 3, 1)}
 			if stride != 1 || in != width {
-				d := conv(width, in, 1, stride)
-				bn := identityBN(width)
-				blk.Down, blk.DownBN = &d, &bn
+				p.down = conv(width, in, 1, stride)
 			}
-			blocks = append(blocks, blk)
+			stage = append(stage, p)
 			in = width
 		}
-		m.Stages = append(m.Stages, blocks)
+		blocks = append(blocks, stage)
 	}
 	bound := 1 / math.Sqrt(float64(in))
 	m.FC = Linear{Out: a.Classes, In: in, Weight: make([]float32, a.Classes*in), Bias: make([]float32, a.Classes)}
-	for i := range m.FC.Weight {
-		m.FC.Weight[i] = float32((rng.Float64()*2 - 1) * bound)
-	}
-	for i := range m.FC.Bias {
-		m.FC.Bias[i] = float32((rng.Float64()*2 - 1) * bound)
+	draws = append(draws, func(rng *rand.Rand) {
+		for i := range m.FC.Weight {
+			m.FC.Weight[i] = float32((rng.Float64()*2 - 1) * bound)
+		}
+		for i := range m.FC.Bias {
+			m.FC.Bias[i] = float32((rng.Float64()*2 - 1) * bound)
+		}
+	})
+	parallel(len(draws), func(i int) {
+		draws[i](rand.New(rand.NewPCG(seed, uint64(i)^0x9e3779b97f4a7c15)))
+	})
+	m.Stem = *stem
+	for _, stage := range blocks {
+		var bs []Block
+		for _, p := range stage {
+			blk := Block{Conv1: *p.c1, BN1: identityBN(p.c1.Out), Conv2: *p.c2, BN2: identityBN(p.c2.Out)}
+			if p.down != nil {
+				bn := identityBN(p.down.Out)
+				blk.Down, blk.DownBN = p.down, &bn
+			}
+			bs = append(bs, blk)
+		}
+		m.Stages = append(m.Stages, bs)
 	}
 	return m, nil
+}
+
+// drawChunk is the most values one generator draws: the largest tensors
+// are cut so that all CPUs share them.
+const drawChunk = 1 << 18
+
+// parallel calls f(0) to f(n-1) on up to GOMAXPROCS goroutines and returns
+// when all have returned.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func identityBN(c int) BatchNorm {
