@@ -6,8 +6,9 @@
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
 // and output channels run as Winograd F(2x2, 3x3) where the kernels are
 // AVX-512, and where they are AVX2 as F(4x4, 3x3) up to 256 x 256 channels
-// and F(2x2, 3x3) above (winograd.go, winograd4.go); every other layer runs
-// as a direct convolution in four steps:
+// and F(2x2, 3x3) above (winograd.go, winograd4.go), except in passes of
+// too few tiles (Layer.at); every other layer runs as a direct convolution
+// in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -95,6 +96,26 @@ type Layer struct {
 	px     []int     // pixels per kernel call, by group size in units
 	sets   []int     // direct: a task's groups are groups[sets[i]:sets[i+1]]
 	wino   *winograd // the Winograd plan, or nil for the direct convolution
+	// direct is the same layer as a direct convolution, which passes of
+	// fewer than winoMinTiles tiles run instead (see at); nil where every
+	// pass has enough, or where Spec.Tile chose the plan.
+	direct *Layer
+}
+
+// winoMinTiles is the fewest tiles a pass of a Winograd layer needs for
+// NewLayer's rule to run it with Winograd. Each transformed weight serves
+// every tile once, and F(2x2)'s transformed weights are 16/9 of the direct
+// convolution's: with few tiles (16 in stage 4 of ResNet-18 at one image)
+// the pass waits on reading the weights from memory, and the direct
+// convolution, which reads fewer bytes, is faster.
+const winoMinTiles = 32
+
+// at is the plan of l for passes of n images.
+func (l *Layer) at(n int) *Layer {
+	if l != nil && l.direct != nil && n*l.wino.th*l.wino.tw < winoMinTiles {
+		return l.direct
+	}
+	return l
 }
 
 // group is a run of output channels computed by one kernel call.
@@ -107,7 +128,8 @@ type group struct {
 // enough channels run with Winograd's F(4x4, 3x3) (AVX2, up to 256
 // channels) or F(2x2, 3x3) (AVX-512, and AVX2 above 256 channels; see
 // winograd.go and winograd4.go) unless s.Tile says otherwise, the others as
-// a direct convolution.
+// a direct convolution. A Winograd layer of fewer than winoMinTiles tiles
+// an image also keeps a direct plan, for passes of too few images.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {
@@ -122,7 +144,11 @@ func NewLayer(s Spec) (*Layer, error) {
 	case tile == 0:
 		tile = winoTile(kern.name, s)
 	}
-	return newLayer(s, tile)
+	l, err := newLayer(s, tile)
+	if err == nil && s.Tile == 0 && l.wino != nil && l.wino.th*l.wino.tw < winoMinTiles {
+		l.direct, err = newLayer(s, 0)
+	}
+	return l, err
 }
 
 // newLayer is NewLayer with Winograd tiles of tile x tile outputs (2 or 4),

@@ -218,6 +218,7 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 // a alone, as Run does. Neither Out may overlap an In, a Res or the other
 // Out.
 func (r *Runner) Run2(n int, a, b Conv) error {
+	a.L, b.L = a.L.at(n), b.L.at(n)
 	s := r.add()
 	s.op, s.n = opConv, n
 	t := r.threads.Threads()

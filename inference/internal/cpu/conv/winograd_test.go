@@ -178,3 +178,49 @@ func TestGroupSets(t *testing.T) {
 		assert.Equal(t, tc.want, groupSets(groups), "units %v", tc.units)
 	}
 }
+
+// TestWinogradFewTilesRunDirect checks that a Winograd layer of few tiles an
+// image runs a pass of one image as a direct convolution and a pass of more
+// with Winograd, both right, and that a tile Spec.Tile asks for is kept.
+func TestWinogradFewTilesRunDirect(t *testing.T) {
+	family := Kernels()[0]
+	if !winogradAsm(family) {
+		t.Skipf("%s kernels run no Winograd layers", family)
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	in := Layout{H: 8, W: 8, C: 32, Pitch: 32, Pad: 1} // 4x4 tiles of 2x2: 16 an image
+	s := Spec{In: in, Out: 32, K: 3, Stride: 1, Pad: 1, OutPad: 1, ReLU: true,
+		Weight: randSlice(rng, 32*32*9), Bias: randSlice(rng, 32)}
+	l, err := NewLayer(s)
+	require.NoError(t, err)
+	require.NotNil(t, l.wino)
+	require.NotNil(t, l.direct)
+	assert.Nil(t, l.direct.wino)
+	assert.Same(t, l.direct, l.at(1), "16 tiles: direct")
+	assert.Same(t, l, l.at(2), "32 tiles: Winograd")
+
+	r := NewRunner(contexts(t)[0])
+	for _, n := range []int{1, 2, 3} {
+		x, xNCHW := randTensor(rng, n, in)
+		ol := l.Out()
+		got := make([]float32, ol.Size(n))
+		require.NoError(t, r.Run(l, n, x, got, nil))
+		want := naive(s, n, xNCHW, nil)
+		for i := 0; i < n; i++ {
+			for y := 0; y < ol.H; y++ {
+				for xx := 0; xx < ol.W; xx++ {
+					for c := 0; c < ol.C; c++ {
+						w := want[((i*ol.C+c)*ol.H+y)*ol.W+xx]
+						require.InDelta(t, w, got[ol.Offset(i, y, xx)+c], 1e-5*(1+32*9), "n=%d image %d (%d, %d) channel %d", n, i, y, xx, c)
+					}
+				}
+			}
+		}
+	}
+
+	s.Tile = 2
+	asked, err := NewLayer(s)
+	require.NoError(t, err)
+	assert.Nil(t, asked.direct, "Spec.Tile keeps its plan")
+	assert.Same(t, asked, asked.at(1))
+}
