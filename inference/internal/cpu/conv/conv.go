@@ -7,8 +7,8 @@
 // and output channels run as Winograd F(2x2, 3x3) where the kernels are
 // AVX-512, and where they are AVX2 as F(4x4, 3x3) up to 256 x 256 channels
 // and F(2x2, 3x3) above (winograd.go, winograd4.go), except in passes of
-// too few tiles (Layer.at); every other layer runs as a direct convolution
-// in four steps:
+// too few tiles on few threads (Layer.at); every other layer runs as a
+// direct convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output
 //     channels in groups of 16, 32 or 64 (the kernels' vector registers), and
@@ -102,17 +102,23 @@ type Layer struct {
 	direct *Layer
 }
 
-// winoMinTiles is the fewest tiles a pass of a Winograd layer needs for
-// NewLayer's rule to run it with Winograd. Each transformed weight serves
-// every tile once, and F(2x2)'s transformed weights are 16/9 of the direct
-// convolution's: with few tiles (16 in stage 4 of ResNet-18 at one image)
-// the pass waits on reading the weights from memory, and the direct
-// convolution, which reads fewer bytes, is faster.
-const winoMinTiles = 32
+// winoMinTiles is the fewest tiles a pass of a Winograd layer needs, on at
+// most winoDirectThreads threads, for NewLayer's rule to run it with
+// Winograd. Each transformed weight serves every tile once, and F(2x2)'s
+// transformed weights are 16/9 of the direct convolution's: with few tiles
+// (16 in stage 4 of ResNet-18 at one image) a pass waits on reading the
+// weights from memory, and on 2 threads the direct convolution, which reads
+// fewer bytes, was faster. On 16 threads it was slower (its few tasks, a
+// row of a channel group each, leave threads idle), so more threads keep
+// Winograd.
+const (
+	winoMinTiles      = 32
+	winoDirectThreads = 2
+)
 
-// at is the plan of l for passes of n images.
-func (l *Layer) at(n int) *Layer {
-	if l != nil && l.direct != nil && n*l.wino.th*l.wino.tw < winoMinTiles {
+// at is the plan of l for passes of n images on t threads.
+func (l *Layer) at(n, t int) *Layer {
+	if l != nil && l.direct != nil && t <= winoDirectThreads && n*l.wino.th*l.wino.tw < winoMinTiles {
 		return l.direct
 	}
 	return l
@@ -129,7 +135,8 @@ type group struct {
 // channels) or F(2x2, 3x3) (AVX-512, and AVX2 above 256 channels; see
 // winograd.go and winograd4.go) unless s.Tile says otherwise, the others as
 // a direct convolution. A Winograd layer of fewer than winoMinTiles tiles
-// an image also keeps a direct plan, for passes of too few images.
+// an image also keeps a direct plan, for passes of too few images on few
+// threads.
 func NewLayer(s Spec) (*Layer, error) {
 	kern, err := findKernels(s.Kernel)
 	if err != nil {

@@ -218,10 +218,10 @@ func (r *Runner) Run(l *Layer, n int, in, out, res []float32) error {
 // a alone, as Run does. Neither Out may overlap an In, a Res or the other
 // Out.
 func (r *Runner) Run2(n int, a, b Conv) error {
-	a.L, b.L = a.L.at(n), b.L.at(n)
+	t := r.threads.Threads()
+	a.L, b.L = a.L.at(n, t), b.L.at(n, t)
 	s := r.add()
 	s.op, s.n = opConv, n
-	t := r.threads.Threads()
 	if err := s.convs[0].prepare(a, n, t); err != nil {
 		return r.refuse(err)
 	}

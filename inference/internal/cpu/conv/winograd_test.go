@@ -196,10 +196,24 @@ func TestWinogradFewTilesRunDirect(t *testing.T) {
 	require.NotNil(t, l.wino)
 	require.NotNil(t, l.direct)
 	assert.Nil(t, l.direct.wino)
-	assert.Same(t, l.direct, l.at(1), "16 tiles: direct")
-	assert.Same(t, l, l.at(2), "32 tiles: Winograd")
+	assert.Same(t, l.direct, l.at(1, 2), "16 tiles on 2 threads: direct")
+	assert.Same(t, l, l.at(2, 2), "32 tiles: Winograd")
+	assert.Same(t, l, l.at(1, 16), "16 threads: Winograd")
 
-	r := NewRunner(contexts(t)[0])
+	for _, ctx := range contexts(t) {
+		checkFewTiles(t, rng, NewRunner(ctx), l, s, in)
+	}
+
+	s.Tile = 2
+	asked, err := NewLayer(s)
+	require.NoError(t, err)
+	assert.Nil(t, asked.direct, "Spec.Tile keeps its plan")
+	assert.Same(t, asked, asked.at(1, 1))
+}
+
+// checkFewTiles runs l (of spec s, input in) on r for passes of 1 to 3
+// images and compares every output with the naive convolution.
+func checkFewTiles(t *testing.T, rng *rand.Rand, r *Runner, l *Layer, s Spec, in Layout) {
 	for _, n := range []int{1, 2, 3} {
 		x, xNCHW := randTensor(rng, n, in)
 		ol := l.Out()
@@ -211,16 +225,11 @@ func TestWinogradFewTilesRunDirect(t *testing.T) {
 				for xx := 0; xx < ol.W; xx++ {
 					for c := 0; c < ol.C; c++ {
 						w := want[((i*ol.C+c)*ol.H+y)*ol.W+xx]
-						require.InDelta(t, w, got[ol.Offset(i, y, xx)+c], 1e-5*(1+32*9), "n=%d image %d (%d, %d) channel %d", n, i, y, xx, c)
+						require.InDelta(t, w, got[ol.Offset(i, y, xx)+c], 1e-5*(1+32*9), "threads=%d n=%d image %d (%d, %d) channel %d",
+							r.threads.Threads(), n, i, y, xx, c)
 					}
 				}
 			}
 		}
 	}
-
-	s.Tile = 2
-	asked, err := NewLayer(s)
-	require.NoError(t, err)
-	assert.Nil(t, asked.direct, "Spec.Tile keeps its plan")
-	assert.Same(t, asked, asked.at(1))
 }
