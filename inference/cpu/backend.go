@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/cpu/conv"
 	"github.com/inferbench/inferbench/inference/metrics"
 	"github.com/inferbench/inferbench/inference/resnet"
 )
@@ -68,7 +69,7 @@ func (b cpuBackend) Open(m *resnet.Model, opts backend.Options) (backend.Engine,
 	if err != nil {
 		return nil, err
 	}
-	net, err := compile(m.Fold(), opts.Height, opts.Width, p.ctx.Kernel(), b.tile)
+	net, err := compile(m.Fold(), opts.Height, opts.Width, conv.Spec{Kernel: p.ctx.Kernel(), Tile: b.tile, Threads: p.ctx.Threads()})
 	if err != nil {
 		return nil, errors.Join(err, p.close())
 	}

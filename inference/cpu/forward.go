@@ -41,16 +41,16 @@ type network struct {
 	actSize   int  // values per image of the largest activation after the stem
 }
 
-// compile lays out f for h x w inputs and the kernel family kernel (the
-// gemm.Context's), with conv.Spec.Tile tile for every layer.
-func compile(f *resnet.Folded, h, w int, kernel string, tile int) (*network, error) {
+// compile lays out f for h x w inputs, every layer with plan's Kernel (the
+// gemm.Context's), Tile and Threads.
+func compile(f *resnet.Folded, h, w int, plan conv.Spec) (*network, error) {
 	in := f.Arch.InChannels
 	n := &network{
 		classes: f.FC.Out, features: f.FC.In, inputSize: in * h * w, fcBias: f.FC.Bias,
 		input: conv.Layout{H: h, W: w, C: in, Pitch: in, Pad: f.Stem.Pad},
 	}
 	var err error
-	if n.stem, err = newLayer(&f.Stem, n.input, true, kernel, tile); err != nil {
+	if n.stem, err = newLayer(&f.Stem, n.input, true, plan); err != nil {
 		return nil, fmt.Errorf("cpu: stem: %w", err)
 	}
 	n.stemSize = n.stem.Out().ImagePitch()
@@ -65,15 +65,15 @@ func compile(f *resnet.Folded, h, w int, kernel string, tile int) (*network, err
 			return nil, fmt.Errorf("cpu: block %d expects %d channels, gets %d", i, b.Conv1.In, cur.C)
 		}
 		var bl block
-		if bl.conv1, err = newLayer(&b.Conv1, cur, true, kernel, tile); err != nil {
+		if bl.conv1, err = newLayer(&b.Conv1, cur, true, plan); err != nil {
 			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
-		if bl.conv2, err = newLayer(&b.Conv2, bl.conv1.Out(), true, kernel, tile); err != nil {
+		if bl.conv2, err = newLayer(&b.Conv2, bl.conv1.Out(), true, plan); err != nil {
 			return nil, fmt.Errorf("cpu: block %d: %w", i, err)
 		}
 		shortcut := cur
 		if b.Down != nil {
-			if bl.down, err = newLayer(b.Down, cur, false, kernel, tile); err != nil {
+			if bl.down, err = newLayer(b.Down, cur, false, plan); err != nil {
 				return nil, fmt.Errorf("cpu: block %d shortcut: %w", i, err)
 			}
 			shortcut = bl.down.Out()
@@ -88,20 +88,20 @@ func compile(f *resnet.Folded, h, w int, kernel string, tile int) (*network, err
 	if cur.C != n.features {
 		return nil, fmt.Errorf("cpu: classifier expects %d features, gets %d", n.features, cur.C)
 	}
-	if n.fc, err = gemm.NewPackedA(n.classes, n.features, f.FC.Weight, n.features, kernel); err != nil {
+	if n.fc, err = gemm.NewPackedA(n.classes, n.features, f.FC.Weight, n.features, plan.Kernel); err != nil {
 		return nil, fmt.Errorf("cpu: classifier: %w", err)
 	}
 	return n, nil
 }
 
 // newLayer packs the folded convolution c reading layout in.
-func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, kernel string, tile int) (*conv.Layer, error) {
+func newLayer(c *resnet.FoldedConv, in conv.Layout, relu bool, plan conv.Spec) (*conv.Layer, error) {
 	if c.In != in.C {
 		return nil, fmt.Errorf("convolution of %d channels reads %d", c.In, in.C)
 	}
 	return conv.NewLayer(conv.Spec{
 		In: in, Out: c.Out, K: c.K, Stride: c.Stride, Pad: c.Pad,
-		Weight: c.Weight, Bias: c.Bias, ReLU: relu, OutPad: actPad, Kernel: kernel, Tile: tile,
+		Weight: c.Weight, Bias: c.Bias, ReLU: relu, OutPad: actPad, Kernel: plan.Kernel, Tile: plan.Tile, Threads: plan.Threads,
 	})
 }
 

@@ -78,6 +78,10 @@ type Spec struct {
 	// F(4x4, 3x3), -1 a direct convolution. Tests set it to check every
 	// plan; the back-end leaves it 0.
 	Tile int
+	// Threads is how many threads will run the layer, 0 if unknown: the
+	// direct plan for passes of few tiles (Layer.at) is kept only where
+	// it may run.
+	Threads int
 }
 
 // Layer is a packed convolution layer. It is read-only after NewLayer and
@@ -152,7 +156,7 @@ func NewLayer(s Spec) (*Layer, error) {
 		tile = winoTile(kern.name, s)
 	}
 	l, err := newLayer(s, tile)
-	if err == nil && s.Tile == 0 && l.wino != nil && l.wino.th*l.wino.tw < winoMinTiles {
+	if err == nil && s.Tile == 0 && s.Threads <= winoDirectThreads && l.wino != nil && l.wino.th*l.wino.tw < winoMinTiles {
 		l.direct, err = newLayer(s, 0)
 	}
 	return l, err

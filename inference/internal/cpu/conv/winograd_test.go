@@ -204,7 +204,12 @@ func TestWinogradFewTilesRunDirect(t *testing.T) {
 		checkFewTiles(t, rng, NewRunner(ctx), l, s, in)
 	}
 
-	s.Tile = 2
+	s.Threads = winoDirectThreads + 1
+	many, err := NewLayer(s)
+	require.NoError(t, err)
+	assert.Nil(t, many.direct, "more threads than winoDirectThreads: no direct plan kept")
+
+	s.Threads, s.Tile = 0, 2
 	asked, err := NewLayer(s)
 	require.NoError(t, err)
 	assert.Nil(t, asked.direct, "Spec.Tile keeps its plan")
