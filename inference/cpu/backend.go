@@ -12,9 +12,10 @@
 // NHWC with a border of zeros, so convolutions read their input in place;
 // batch-norm is folded into the weights, and bias, residual and ReLU are
 // applied as each output tile leaves the registers. The 3x3 stride-1 layers
-// run as Winograd: F(2x2, 3x3) with AVX-512, and with AVX2 F(4x4, 3x3) up
-// to 256 channels and F(2x2, 3x3) in stage 4; a pass of one image on up to
-// two threads runs stage 4 direct, whose weights are fewer bytes to read.
+// run as Winograd: with AVX2 F(4x4, 3x3) up to 256 channels and F(2x2, 3x3)
+// in stage 4; with AVX-512 F(2x2, 3x3), except on up to two threads, where
+// stages 1 and 2 run F(4x4, 3x3) and a pass of one image runs stage 4
+// direct, whose weights are fewer bytes to read.
 //
 // Threads and workers: the engine has one pool of GOMAXPROCS threads, shared
 // by its workers one forward pass at a time. Each worker owns its scratch

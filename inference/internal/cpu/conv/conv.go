@@ -4,10 +4,11 @@
 //
 // A layer computes out = ReLU?(conv(in, w) + bias [+ res]). The 3x3 layers
 // of stride 1 with at least 32 input channels and at most 512 x 512 input
-// and output channels run as Winograd F(2x2, 3x3) where the kernels are
-// AVX-512, and where they are AVX2 as F(4x4, 3x3) up to 256 x 256 channels
-// and F(2x2, 3x3) above (winograd.go, winograd4.go), except in passes of
-// too few tiles on few threads (Layer.at); every other layer runs as a
+// and output channels run as Winograd (winograd.go, winograd4.go): where
+// the kernels are AVX2, F(4x4, 3x3) up to 256 x 256 channels and F(2x2,
+// 3x3) above; where they are AVX-512, F(2x2, 3x3), or F(4x4, 3x3) up to
+// 128 x 128 channels on up to two threads (winoTile). On few threads, a
+// pass of too few tiles runs direct (Layer.at). Every other layer runs as a
 // direct convolution in four steps:
 //
 //  1. At NewLayer the weights are packed for the kernel family: output

@@ -110,13 +110,18 @@ func winograd4OutGo(y []float32, src []float32, stride, n int) {
 }
 
 // winoTile is the side of a Winograd tile's outputs for layer s with
-// kernel family family: 4 for avx2 layers of up to 256 x 256 channels, 2
-// for larger ones and for avx512. F(4x4) does less work a channel, but
-// stage 4's 8x8 images make only 4 of its tiles, too few to share out, and
-// with avx512 its 2.25 times the transformed weights cost more than they
-// save.
+// kernel family family: 4 for avx2 layers of up to 256 x 256 channels and
+// for avx512 layers of up to 128 x 128 run by at most winoDirectThreads
+// threads, 2 for the others. F(4x4) does less work a channel, but stage
+// 4's 8x8 images make only 4 of its tiles, too few to share out. With
+// avx512, F(4x4) in every stage was slower than F(2x2) on 16 threads (its
+// 2.25 times the transformed weights, and fewer tasks to share out), while
+// on 2 threads F(4x4) in stages 1 and 2 alone was faster at batch 1 and 8.
 func winoTile(family string, s Spec) int {
-	if family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256 {
+	switch {
+	case family == "avx2" && s.In.Pitch*pitch(s.Out) <= 256*256:
+		return 4
+	case family == "avx512" && s.Threads > 0 && s.Threads <= winoDirectThreads && s.In.Pitch*pitch(s.Out) <= 128*128:
 		return 4
 	}
 	return 2

@@ -136,18 +136,24 @@ func TestWinogradTileChoice(t *testing.T) {
 	}
 	def := map[string]int{"avx2": 4, "avx512": 2}[family]
 	rng := rand.New(rand.NewPCG(23, 24))
+	const few = 4 // either family, up to 128 x 128 channels on up to winoDirectThreads threads
 	for _, tc := range []struct {
-		tile int
-		c    int // channels in and out
-		want int
+		tile    int
+		c       int // channels in and out
+		threads int // Spec.Threads
+		want    int
 	}{
-		{0, 64, def}, {2, 64, 2}, {4, 64, 4},
-		{0, 512, 2}, // stage 4: 2x2 for either family
-		{4, 512, 4},
+		{0, 64, 0, def}, {2, 64, 0, 2}, {4, 64, 0, 4},
+		{0, 512, 0, 2}, // stage 4: 2x2 for either family
+		{4, 512, 0, 4},
+		{0, 64, 2, few}, {0, 128, 1, few}, {0, 64, 16, def},
+		{0, 512, 2, 2},
+		{2, 64, 2, 2},
 	} {
-		t.Run(fmt.Sprintf("tile=%d/c=%d", tc.tile, tc.c), func(t *testing.T) {
+		t.Run(fmt.Sprintf("tile=%d/c=%d/threads=%d", tc.tile, tc.c, tc.threads), func(t *testing.T) {
 			in := Layout{H: 6, W: 6, C: tc.c, Pitch: tc.c, Pad: 1}
-			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9), Tile: tc.tile})
+			l, err := NewLayer(Spec{In: in, Out: tc.c, K: 3, Stride: 1, Pad: 1, OutPad: 1, Weight: randSlice(rng, tc.c*tc.c*9),
+				Tile: tc.tile, Threads: tc.threads})
 			require.NoError(t, err)
 			require.NotNil(t, l.wino)
 			assert.Equal(t, tc.want, l.wino.m, "tile with %s kernels", family)
