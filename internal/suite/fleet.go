@@ -194,14 +194,16 @@ func (f *fleet) inferOn(ctx context.Context, i, conn int) error {
 }
 
 // warmUp sends every server, at once, one request for each connection the
-// measurement will use on it, and waits for the answers: over gRPC, one on
-// each of the client's connections (-grpc-conns); over HTTP, as many as the
-// load keeps outstanding on a server (the client opens a connection for each
-// request in flight), or 1 when the load bounds nothing (burst and open
-// loads), at most maxWarmUp. The first request on a connection pays for the
-// connection's buffers (and the server's) and for its TCP window's growth,
-// several times the next ones' at batch 256 over gRPC, which no measured
-// request should carry.
+// measurement will use on it, and as many as the load keeps outstanding on
+// it, and waits for the answers: over gRPC, round the client's connections
+// (-grpc-conns), at least one on each; over HTTP, at most maxWarmUp (the
+// client opens a connection for each request in flight). When the load
+// bounds nothing (burst and open loads), one a connection. The first request
+// on a connection pays for the connection's buffers (and the server's) and
+// for its TCP window's growth, several times the next ones' at batch 256
+// over gRPC; and the server's pool of pinned input buffers grows until it
+// holds the requests in flight, each buffer a call to the driver that holds
+// up the others: no measured request should carry either.
 func (f *fleet) warmUp(ctx context.Context) error {
 	var (
 		wg   sync.WaitGroup
@@ -209,11 +211,11 @@ func (f *fleet) warmUp(ctx context.Context) error {
 		errs []error
 	)
 	for i, c := range f.clients {
-		n, pin := f.warmUpOn(c)
+		n, conns := f.warmUpOn(c)
 		for k := range n {
 			conn := -1 // the client picks
-			if pin {
-				conn = k
+			if conns > 0 {
+				conn = k % conns
 			}
 			wg.Go(func() {
 				if err := f.inferOn(ctx, i, conn); err != nil {
@@ -229,24 +231,30 @@ func (f *fleet) warmUp(ctx context.Context) error {
 }
 
 // warmUpOn is how many requests warmUp sends at once to the server of
-// client c, and whether each goes on a gRPC connection of its own (pin).
-func (f *fleet) warmUpOn(c wireClient) (n int, pin bool) {
+// client c and, over gRPC, over how many connections they go round (0: the
+// client picks).
+func (f *fleet) warmUpOn(c wireClient) (n, conns int) {
 	if gc, ok := c.(*client.GRPCClient); ok {
-		return gc.Conns(), true
+		return max(gc.Conns(), f.outstandingPerServer(maxGRPCWarmUp)), gc.Conns()
 	}
-	return f.warmUpRequests(), false
+	return max(1, f.outstandingPerServer(maxWarmUp)), 0
 }
 
 // maxWarmUp bounds the warm-up requests sent to one server over HTTP (whose
-// client keeps 64 connections to a server at most).
-const maxWarmUp = 64
+// client keeps 64 connections to a server at most), maxGRPCWarmUp over gRPC
+// (the queue of the servers the suite starts).
+const (
+	maxWarmUp     = 64
+	maxGRPCWarmUp = 4096
+)
 
-// warmUpRequests is how many requests warmUp sends each server over HTTP.
-func (f *fleet) warmUpRequests() int {
+// outstandingPerServer is the requests the load keeps outstanding on a
+// server (rounded up), at most most; 0 when the load bounds none.
+func (f *fleet) outstandingPerServer(most int) int {
 	if o, s := f.spec.outstanding, max(f.spec.servers, 1); o > 0 {
-		return min((o+s-1)/s, maxWarmUp)
+		return min((o+s-1)/s, most)
 	}
-	return 1
+	return 0
 }
 
 // snapshot reads the responses received from each server and, where the

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,24 +63,28 @@ func (s peerServer) ModelInfer(ctx context.Context, r *v2pb.ModelInferRequest) (
 func TestWarmUpReachesEveryConnection(t *testing.T) {
 	req := &client.InferRequest{Model: "m", Inputs: []client.Tensor{client.FP32("input", []int64{1, 1}, []float32{1})}}
 
-	t.Run("grpc", func(t *testing.T) {
-		peers := &peerSet{addrs: map[string]int{}}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		gs := grpc.NewServer()
-		v2pb.RegisterGRPCInferenceServiceServer(gs, peerServer{peers: peers})
-		go gs.Serve(ln)
-		t.Cleanup(gs.Stop)
-		gc, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 3})
-		require.NoError(t, err)
-		t.Cleanup(func() { gc.Close() })
-		f := &fleet{spec: wireSpec{transport: "grpc", servers: 1, outstanding: 1}, clients: []wireClient{gc}, answered: make([]atomic.Uint64, 1), plain: req}
-		require.NoError(t, f.warmUp(context.Background()))
-		conns, requests := peers.count()
-		assert.Equal(t, 3, conns, "connections warmed")
-		assert.Equal(t, 3, requests)
-		assert.Equal(t, uint64(3), f.answered[0].Load())
-	})
+	// Over gRPC, one request on each connection, and as many as the load
+	// keeps outstanding, round the connections.
+	for _, tc := range []struct{ outstanding, want int }{{1, 3}, {7, 7}} {
+		t.Run(fmt.Sprintf("grpc/outstanding=%d", tc.outstanding), func(t *testing.T) {
+			peers := &peerSet{addrs: map[string]int{}}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			gs := grpc.NewServer()
+			v2pb.RegisterGRPCInferenceServiceServer(gs, peerServer{peers: peers})
+			go gs.Serve(ln)
+			t.Cleanup(gs.Stop)
+			gc, err := client.NewGRPC(ln.Addr().String(), client.GRPCOptions{Conns: 3})
+			require.NoError(t, err)
+			t.Cleanup(func() { gc.Close() })
+			f := &fleet{spec: wireSpec{transport: "grpc", servers: 1, outstanding: tc.outstanding}, clients: []wireClient{gc}, answered: make([]atomic.Uint64, 1), plain: req}
+			require.NoError(t, f.warmUp(context.Background()))
+			conns, requests := peers.count()
+			assert.Equal(t, 3, conns, "connections warmed")
+			assert.Equal(t, tc.want, requests)
+			assert.Equal(t, uint64(tc.want), f.answered[0].Load())
+		})
+	}
 
 	t.Run("http", func(t *testing.T) {
 		const outstanding = 3
@@ -110,9 +115,9 @@ func TestWarmUpReachesEveryConnection(t *testing.T) {
 	})
 }
 
-// warmUpRequests: over HTTP, the load's outstanding requests per server
-// (rounded up), at most maxWarmUp, and 1 when nothing bounds them.
-func TestWarmUpRequests(t *testing.T) {
+// outstandingPerServer: the load's outstanding requests per server (rounded
+// up), at most the bound, and 0 when nothing bounds them.
+func TestOutstandingPerServer(t *testing.T) {
 	for _, tc := range []struct {
 		name                 string
 		outstanding, servers int
@@ -120,11 +125,11 @@ func TestWarmUpRequests(t *testing.T) {
 	}{
 		{"closed, one server", 4, 1, 4},
 		{"closed, spread over servers", 5, 2, 3},
-		{"burst or open", 0, 1, 1},
+		{"burst or open", 0, 1, 0},
 		{"many", 1000, 1, maxWarmUp},
 	} {
 		f := &fleet{spec: wireSpec{transport: "http", outstanding: tc.outstanding, servers: tc.servers}}
-		assert.Equal(t, tc.want, f.warmUpRequests(), tc.name)
+		assert.Equal(t, tc.want, f.outstandingPerServer(maxWarmUp), tc.name)
 	}
 }
 
