@@ -187,12 +187,12 @@ func cpuCompare(threads, batch int) figureSpec {
 	f := fmt.Sprintf("/threads:%d /batch:%d", threads, batch)
 	return figureSpec{
 		label:  fmt.Sprintf("CPU forward pass, %d threads, batch %d", threads, batch),
-		record: "results/nvidia-h100-host/cpu-overlap-e4e073e",
-		file:   "call5/cpu-compare.txt", filter: "/backend:cpu " + f, unit: "images/s",
+		record: "results/nvidia-h200/round4-04543f5",
+		file:   "callD/cpu-compare.txt", filter: "/backend:cpu " + f, unit: "images/s",
 		how: fmt.Sprintf("scripts/cpu-compare.sh, back-ends interleaved, each process pinned to %d CPUs; batch / mean wall time of a pass over testing.B's 1 s loop after one untimed pass", threads),
 		beside: []besideSpec{
-			{"PyTorch 2.11, best of NCHW and channels-last", "call5/cpu-compare.txt", "/backend:(pytorch OR pytorch-cl) " + f},
-			{"onnxruntime 1.30", "call5/cpu-compare.txt", "/backend:onnxruntime " + f},
+			{"PyTorch 2.11, NCHW (channels-last not run in this call)", "callD/cpu-compare.txt", "/backend:pytorch " + f},
+			{"onnxruntime 1.30", "callD/cpu-compare.txt", "/backend:onnxruntime " + f},
 		},
 	}
 }
