@@ -113,9 +113,8 @@ type Layer struct {
 // transformed weights are 16/9 of the direct convolution's: with few tiles
 // (16 in stage 4 of ResNet-18 at one image) a pass waits on reading the
 // weights from memory, and on 2 threads the direct convolution, which reads
-// fewer bytes, was faster. On 16 threads it was slower (its few tasks, a
-// row of a channel group each, leave threads idle), so more threads keep
-// Winograd.
+// fewer bytes, was faster. On 16 threads it was slower (why was not
+// measured), so more threads keep Winograd.
 const (
 	winoMinTiles      = 32
 	winoDirectThreads = 2
