@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferbench/inferbench/inference/backend"
+	"github.com/inferbench/inferbench/inference/internal/par"
 )
 
 // stopwatch times the sub-steps of Open's steps ("init.context" is a sub-step
@@ -199,19 +200,6 @@ func concurrently(fs ...func() error) error {
 // parallelFor calls f(lo, hi) for consecutive ranges that cover [0, n), of at
 // least grain each, on up to GOMAXPROCS goroutines, and waits for them.
 func parallelFor(n, grain int, f func(lo, hi int)) {
-	parts := min(runtime.GOMAXPROCS(0), (n+grain-1)/grain)
-	if parts <= 1 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := n*p/parts, n*(p+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
+	parts := max(1, min(runtime.GOMAXPROCS(0), (n+grain-1)/grain))
+	par.Do(parts, func(p int) { f(n*p/parts, n*(p+1)/parts) })
 }

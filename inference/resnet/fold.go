@@ -1,6 +1,10 @@
 package resnet
 
-import "math"
+import (
+	"math"
+
+	"github.com/inferbench/inferbench/inference/internal/par"
+)
 
 // FoldedConv is a convolution with batch-norm folded in: y = conv(x, Weight) + Bias,
 // weights in OIHW order.
@@ -50,7 +54,7 @@ func (m *Model) Fold() *Folded {
 			add(fb.Down, b.Down, b.DownBN)
 		}
 	}
-	parallel(len(folds), func(i int) { folds[i]() })
+	par.Do(len(folds), func(i int) { folds[i]() })
 	return f
 }
 

@@ -18,12 +18,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/inferbench/inferbench/inference/internal/par"
 )
 
 // Eps is torchvision's batch-norm epsilon.
@@ -151,9 +150,9 @@ func New(a Arch, seed uint64) (*Model, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
-	var draws []func(*rand.Rand) // one per tensor, in the model's order
-	conv := func(out, in, k, stride int) *Conv {
-		c := &Conv{Out: out, In: in, K: k, Stride: stride, Pad: k / 2, Weight: make([]float32, out*in*k*k)}
+	var draws []func(*rand.Rand) // one per tensor or chunk, in the model's order
+	conv := func(out, in, k, stride int) Conv {
+		c := Conv{Out: out, In: in, K: k, Stride: stride, Pad: k / 2, Weight: make([]float32, out*in*k*k)}
 		std := math.Sqrt(2 / float64(out*k*k))
 		for lo := 0; lo < len(c.Weight); lo += drawChunk {
 			w := c.Weight[lo:min(lo+drawChunk, len(c.Weight))]
@@ -166,28 +165,29 @@ func New(a Arch, seed uint64) (*Model, error) {
 		return c
 	}
 	m := &Model{Arch: a}
-	stem := conv(a.Stem, a.InChannels, 7, 2)
+	m.Stem = conv(a.Stem, a.InChannels, 7, 2)
 	m.StemBN = identityBN(a.Stem)
-	type pending struct {
-		c1, c2, down *Conv
-	}
-	var blocks [][]pending
 	in := a.Stem
 	for s, width := range a.Widths {
-		var stage []pending
+		var blocks []Block
 		for b := 0; b < a.Blocks[s]; b++ {
 			stride := 1
 			if b == 0 && s > 0 {
 				stride = 2
 			}
-			p := pending{c1: conv(width, in, 3, stride), c2: conv(width, width, 3, 1)}
-			if stride != 1 || in != width {
-				p.down = conv(width, in, 1, stride)
+			blk := Block{
+				Conv1: conv(width, in, 3, stride), BN1: identityBN(width),
+				Conv2: conv(width, width, 3, 1), BN2: identityBN(width),
 			}
-			stage = append(stage, p)
+			if stride != 1 || in != width {
+				d := conv(width, in, 1, stride)
+				bn := identityBN(width)
+				blk.Down, blk.DownBN = &d, &bn
+			}
+			blocks = append(blocks, blk)
 			in = width
 		}
-		blocks = append(blocks, stage)
+		m.Stages = append(m.Stages, blocks)
 	}
 	bound := 1 / math.Sqrt(float64(in))
 	m.FC = Linear{Out: a.Classes, In: in, Weight: make([]float32, a.Classes*in), Bias: make([]float32, a.Classes)}
@@ -199,43 +199,17 @@ func New(a Arch, seed uint64) (*Model, error) {
 			m.FC.Bias[i] = float32((rng.Float64()*2 - 1) * bound)
 		}
 	})
-	parallel(len(draws), func(i int) {
+	// The draws write into the weights' arrays, which the Conv values
+	// above share.
+	par.Do(len(draws), func(i int) {
 		draws[i](rand.New(rand.NewPCG(seed, uint64(i)^0x9e3779b97f4a7c15)))
 	})
-	m.Stem = *stem
-	for _, stage := range blocks {
-		var bs []Block
-		for _, p := range stage {
-			blk := Block{Conv1: *p.c1, BN1: identityBN(p.c1.Out), Conv2: *p.c2, BN2: identityBN(p.c2.Out)}
-			if p.down != nil {
-				bn := identityBN(p.down.Out)
-				blk.Down, blk.DownBN = p.down, &bn
-			}
-			bs = append(bs, blk)
-		}
-		m.Stages = append(m.Stages, bs)
-	}
 	return m, nil
 }
 
 // drawChunk is the most values one generator draws: the largest tensors
 // are cut so that all CPUs share them.
 const drawChunk = 1 << 18
-
-// parallel calls f(0) to f(n-1) on up to GOMAXPROCS goroutines and returns
-// when all have returned.
-func parallel(n int, f func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(n, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
-}
 
 func identityBN(c int) BatchNorm {
 	bn := BatchNorm{Gamma: make([]float32, c), Beta: make([]float32, c), Mean: make([]float32, c), Var: make([]float32, c)}
