@@ -156,10 +156,15 @@ func NewLayer(s Spec) (*Layer, error) {
 		tile = winoTile(kern.name, s)
 	}
 	l, err := newLayer(s, tile)
-	if err == nil && s.Tile == 0 && s.Threads <= winoDirectThreads && l.wino != nil && l.wino.th*l.wino.tw < winoMinTiles {
-		l.direct, err = newLayer(s, 0)
+	if err != nil {
+		return nil, err
 	}
-	return l, err
+	if s.Tile == 0 && s.Threads <= winoDirectThreads && l.wino != nil && l.wino.th*l.wino.tw < winoMinTiles {
+		if l.direct, err = newLayer(s, 0); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // newLayer is NewLayer with Winograd tiles of tile x tile outputs (2 or 4),
