@@ -128,7 +128,7 @@ type Config struct {
 	// microseconds. Each looking goroutine keeps a CPU busy for up to IdlePoll
 	// after its last request, and a goroutine it makes ready waits for another
 	// thread to take it: worth it for one-at-a-time requests from another
-	// process, not for a caller in this one. At most MaxIdlePoll; 0 (the default) sleeps at once.
+	// process, not for a caller in this one that sleeps on its answer. At most MaxIdlePoll; 0 (the default) sleeps at once.
 	IdlePoll time.Duration
 
 	// Trace, if set, receives the timeline of every executed batch (queue

@@ -132,7 +132,7 @@ func runServer(b runB, sb *subBench, batch int, spec loadgen.Spec, extra func(*m
 			// Bytes in the first quarter of the same (on cuda: pinned) memory.
 			in = inference.Tensor{Shape: in.Shape, Datatype: inference.Uint8, Bytes: randomBytes(floatBytes(in.Data)[:len(in.Data)], conf.flags.shared.Seed)}
 		}
-		rs.target = serverTarget{s: s, in: in, log: log}
+		rs.target = serverTarget{s: s, in: in, log: log, poll: conf.flags.clientPoll}
 		view, warm, peakRSS = inprocView{s}, warmupInfo{known: true, Warmup: s.Warmup()}, sb.peakRSS
 		failed = func() string { return "" }
 		after = func() error {

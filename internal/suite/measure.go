@@ -16,11 +16,14 @@ import (
 
 // serverTarget adapts an in-process server to the load generator: every
 // request sends in (which must not change while the load runs). With log set,
-// every answer's timing is kept for -requests.
+// every answer's timing is kept for -requests. With poll set (-client-poll),
+// the waiting goroutine looks for its answer that long before it sleeps, so
+// that the worker that answers wakes no thread.
 type serverTarget struct {
-	s   *inference.Server
-	in  inference.Tensor
-	log *requestLog
+	s    *inference.Server
+	in   inference.Tensor
+	log  *requestLog
+	poll time.Duration
 }
 
 func (t serverTarget) Send(ctx context.Context, at time.Time) (func() error, error) {
@@ -28,10 +31,14 @@ func (t serverTarget) Send(ctx context.Context, at time.Time) (func() error, err
 	if err != nil {
 		return nil, err
 	}
-	if t.log == nil {
+	if t.log == nil && t.poll == 0 {
 		return c.Err, nil
 	}
 	return func() error {
+		inference.PollDone(t.poll, c.Done(), nil)
+		if t.log == nil {
+			return c.Err()
+		}
 		resp, err := c.Result()
 		rec := requestRecord{err: err}
 		if resp != nil {

@@ -39,3 +39,41 @@ func TestBurstThroughputAndLatencyOnAKnownSchedule(t *testing.T) {
 		assert.Equal(t, 4.0, st.MeanBatch())
 	})
 }
+
+// TestPollingTargetIsAnswered: an in-process caller that looks for its answer
+// (-client-poll) gets it whether the answer comes while it looks or after it
+// gave up and slept, with and without the request log. Real time: a bubble's
+// clock stands still while the caller looks.
+func TestPollingTargetIsAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		compute time.Duration
+		poll    time.Duration
+		log     bool
+	}{
+		{"answered while looking", 0, 10 * time.Millisecond, false},
+		{"answered after sleeping", 3 * time.Millisecond, 50 * time.Microsecond, false},
+		{"logged", 3 * time.Millisecond, 50 * time.Microsecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &scripted{compute: func(int) time.Duration { return tc.compute }}
+			s := scriptedServer(t, sc, inference.Config{Options: inference.Options{Workers: 1}})
+			defer s.Close()
+			target := serverTarget{s: s, in: inference.NewInput(1, 32, 32), poll: tc.poll}
+			if tc.log {
+				target.log = &requestLog{}
+			}
+			res, err := loadgen.Run(context.Background(), target, loadgen.Spec{Mode: loadgen.Closed, Concurrency: 2}, 8)
+			require.NoError(t, err)
+			assert.Equal(t, 8, res.Completed)
+			assert.Zero(t, res.Failed)
+			if tc.log {
+				assert.Len(t, target.log.recs, 8)
+				for _, r := range target.log.recs {
+					assert.NoError(t, r.err)
+					assert.False(t, r.timing.Sent.IsZero())
+				}
+			}
+		})
+	}
+}

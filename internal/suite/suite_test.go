@@ -171,6 +171,7 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"h2-server.txt": configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-client", "grpc-go"),
 		"stream.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-stream"),
 		"cpoll.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-client-poll", "1ms"),
+		"cpoll-in.txt":  configText(t, line, "-model", "tiny", "-size", "64x64", "-client-poll", "1ms"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
@@ -180,7 +181,7 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["grpc-go.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt", "unary.txt", "h2-server.txt"} {
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt", "cpoll-in.txt", "unary.txt", "h2-server.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }

@@ -86,9 +86,6 @@ func (c *config) setTransports(f *settings, tf testingFlags) error {
 	if f.grpcStream && !grpcTransport {
 		return badFlag("grpc-stream", "true", "it changes how gRPC requests are sent: add a gRPC transport (-transports grpc, grpc-shm or grpc-cudashm, or a grpc:// target)")
 	}
-	if f.clientPoll > 0 && !wire {
-		return badFlag("client-poll", f.clientPoll.String(), "it changes how the suite's connections read: add a wire transport (-transports grpc, http, grpc-shm, http-shm, grpc-cudashm or http-cudashm, or a -target)")
-	}
 	if c.servers, err = positiveInts("servers", f.servers, "servers"); err != nil {
 		return err
 	}

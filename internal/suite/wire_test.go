@@ -238,7 +238,6 @@ func TestWireFlagErrors(t *testing.T) {
 		{"serve-bin not executable", []string{"-transports", "grpc", "-serve-bin", notExec}, `not an executable file`},
 		{"model name", []string{"-model-name", ""}, `-model-name "": give the model's name`},
 		{"stream without gRPC", []string{"-grpc-stream", "-transports", "inproc,http"}, `-grpc-stream "true": it changes how gRPC requests are sent: add a gRPC transport`},
-		{"client poll without a wire transport", []string{"-client-poll", "1ms"}, `-client-poll "1ms": it changes how the suite's connections read: add a wire transport`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseSuiteFlags(t, noGPU, "Server", "100x", tc.args...)
