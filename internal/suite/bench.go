@@ -388,7 +388,7 @@ func runCapacity(b runB, sb *subBench, batch int) {
 		b.Fatal(err)
 	}
 	defer s.FreeInput(in)
-	t := serverTarget{s: s, in: in}
+	t := serverTarget{s: s, in: in, poll: conf.flags.clientPoll}
 	if err := warmUp(context.Background(), t); err != nil {
 		b.Fatal(err)
 	}

@@ -107,9 +107,13 @@ var headlineSpecs = []figureSpec{
 		},
 	},
 	{
-		label: "GPU, batch-1 latency p50, in process", record: "results/nvidia-h200/record-c0fbf3c",
-		file: "batch1.txt", filter: "/transport:inproc", unit: "p50-latency-ns",
-		how: "closed loop, one request at a time, 2,000 requests a run; from the intended send to the decoded answer on the suite's clock",
+		label: "GPU, batch-1 latency p50, in process, worker and caller polling", record: round5,
+		file: "callG/one-client-poll.txt", filter: "/pipeline:serial", unit: "p50-latency-ns",
+		how: "closed loop, one request at a time, 5,000 requests a run, one serial worker; the worker (-idle-poll 1ms) and the caller (-client-poll 1ms) look for work before they sleep; from the intended send to the decoded answer on the suite's clock",
+		beside: []besideSpec{
+			{"fp32 input", "callG/one-client-poll.txt", "/pipeline:serial /input:fp32"},
+			{"worker and caller sleeping at once, uint8", "callG/one-client-sleep.txt", "/pipeline:serial /input:uint8"},
+		},
 	},
 	{
 		label: "GPU, batch-1 latency p50, gRPC", record: "results/nvidia-h200/record-c0fbf3c",
@@ -156,6 +160,9 @@ func pytorchLoop(batch int) figureSpec {
 		},
 	}
 }
+
+// round5 is issue 37's fifth round.
+const round5 = "results/nvidia-h200/round5-a8fe7e6"
 
 // round3 is issue 37's record: four calls on H200s.
 const round3 = "results/nvidia-h200/round3-c1879ed"
