@@ -403,12 +403,14 @@ func TestSIGTERMEndsOpenStreams(t *testing.T) {
 	assert.Error(t, err, "the stream ended with the server")
 }
 
-// TestServeWritesCPUProfile checks -cpuprofile: the file holds a pprof
-// profile (gzip-compressed protobuf) once the server has drained, and a path
-// that cannot be created stops the server before it serves, naming the flag.
-func TestServeWritesCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-cpuprofile", path)
+// TestServeWritesProfiles checks -cpuprofile and -exectrace: once the server
+// has drained, the one file holds a pprof profile (gzip-compressed protobuf)
+// and the other an execution trace (its header names the Go version); a path
+// that cannot be created stops the server before it serves, naming its flag.
+func TestServeWritesProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "exec.trace")
+	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-cpuprofile", cpu, "-exectrace", tr)
 	gc, err := client.NewGRPC(s.grpc, client.GRPCOptions{})
 	require.NoError(t, err)
 	defer gc.Close()
@@ -417,17 +419,26 @@ func TestServeWritesCPUProfile(t *testing.T) {
 	require.True(t, live)
 	err, _ = s.stop(t)
 	require.NoError(t, err, "exit status\n%s", s.logText())
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(cpu)
 	require.NoError(t, err)
 	require.Greater(t, len(b), 2, "profile of %d bytes", len(b))
 	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzip stream")
+	b, err = os.ReadFile(tr)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "trace header %q", b[:min(len(b), 16)])
 	assert.Contains(t, s.logText(), `"msg":"cpu profile written"`)
+	assert.Contains(t, s.logText(), `"msg":"execution trace written"`)
 
 	exe, _ := binaries(t)
-	out, err := exec.Command(exe, "serve", "-backend", "nop", "-model", "tiny", "-size", "32x32",
-		"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", "",
-		"-cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof")).CombinedOutput()
-	require.Error(t, err, "serve with a -cpuprofile it cannot create:\n%s", out)
-	assert.Contains(t, string(out), "-cpuprofile")
-	assert.NotContains(t, string(out), `msg=serving`)
+	for _, flags := range [][]string{
+		{"-cpuprofile", filepath.Join(dir, "missing", "cpu.pprof")},
+		{"-cpuprofile", filepath.Join(dir, "cpu2.pprof"), "-exectrace", filepath.Join(dir, "missing", "exec.trace")},
+	} {
+		args := append([]string{"serve", "-backend", "nop", "-model", "tiny", "-size", "32x32",
+			"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-metrics-addr", ""}, flags...)
+		out, err := exec.Command(exe, args...).CombinedOutput()
+		require.Error(t, err, "serve %v:\n%s", flags, out)
+		assert.Contains(t, string(out), flags[len(flags)-2]+": open ")
+		assert.NotContains(t, string(out), `msg=serving`)
+	}
 }

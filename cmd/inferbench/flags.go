@@ -53,7 +53,7 @@ type serveFlags struct {
 	shmKeyPrefix, shmHeader               string
 	shmHeaderName, shmHeaderValue         string // -shm-header parsed
 	norm                                  protocol.Normalization
-	tracePath, cpuProfile                 string
+	tracePath, cpuProfile, execTrace      string
 	logFormat                             string
 	gcPercent                             int
 	pipeline, precision, queuePolicy      string
@@ -87,6 +87,7 @@ func parseServe(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.preferred, "preferred-batches", "", "dynamic batching: batch sizes sent at once, comma-separated")
 	fs.StringVar(&f.tracePath, "trace", "", "write a Chrome trace of every batch to this file at exit")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the serving, from the end of the warm-up to the end of the drain, to this file")
+	fs.StringVar(&f.execTrace, "exectrace", "", "write an execution trace (runtime/trace: goroutines, blocking, scheduling; go tool trace reads it) of the same interval as -cpuprofile to this file")
 	// The front door.
 	fs.StringVar(&f.modelVersion, "model-version", "1", "the model's version")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8000", "HTTP/REST listen address (empty: no HTTP)")

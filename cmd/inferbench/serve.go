@@ -12,6 +12,8 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	rtrace "runtime/trace"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,7 +79,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	svc := protocol.New(model, protocol.Options{Log: log, Version: buildVersion(), MaxBodyBytes: f.maxBody, SharedMemory: f.sharedMemory(),
 		Requests: protocol.RequestLimits{MaxIDBytes: f.maxIDBytes}})
 
-	stopProfile, err := startCPUProfile(f.cpuProfile)
+	stopProfile, err := startProfiles(f.cpuProfile, f.execTrace)
 	if err != nil {
 		lns.close()
 		srv.Close()
@@ -131,8 +133,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	serving.Wait()
 	if perr := stopProfile(); perr != nil {
 		err = errors.Join(err, perr)
-	} else if f.cpuProfile != "" {
-		log.Info("cpu profile written", "file", f.cpuProfile)
+	} else {
+		for _, p := range [][2]string{{"cpu profile", f.cpuProfile}, {"execution trace", f.execTrace}} {
+			if p[1] != "" {
+				log.Info(p[0]+" written", "file", p[1])
+			}
+		}
 	}
 	if tr := cfg.Trace; tr != nil {
 		if werr := tr.WriteFile(f.tracePath); werr != nil {
@@ -420,25 +426,45 @@ func buildVersion() string {
 	return "dev"
 }
 
-// startCPUProfile starts writing a CPU profile to path and returns the
-// function that stops it and closes the file. An empty path profiles nothing.
-func startCPUProfile(path string) (stop func() error, err error) {
-	if path == "" {
-		return func() error { return nil }, nil
-	}
-	file, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("-cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(file); err != nil {
-		file.Close()
-		return nil, fmt.Errorf("-cpuprofile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		if err := file.Close(); err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
+// startProfiles starts writing a CPU profile (-cpuprofile) and an execution
+// trace (-exectrace) to their paths and returns the function that stops both
+// and closes their files. An empty path records nothing.
+func startProfiles(cpuPath, tracePath string) (stop func() error, err error) {
+	var stops []func() error
+	stop = func() error {
+		var errs []error
+		for _, s := range slices.Backward(stops) {
+			errs = append(errs, s())
 		}
-		return nil
-	}, nil
+		return errors.Join(errs...)
+	}
+	for _, p := range []struct {
+		flag, path   string
+		start        func(io.Writer) error
+		stopRecorder func()
+	}{
+		{"-cpuprofile", cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"-exectrace", tracePath, rtrace.Start, rtrace.Stop},
+	} {
+		if p.path == "" {
+			continue
+		}
+		file, err := os.Create(p.path)
+		if err == nil {
+			if err = p.start(file); err != nil {
+				file.Close()
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(stop(), fmt.Errorf("%s: %w", p.flag, err))
+		}
+		stops = append(stops, func() error {
+			p.stopRecorder()
+			if err := file.Close(); err != nil {
+				return fmt.Errorf("%s: %w", p.flag, err)
+			}
+			return nil
+		})
+	}
+	return stop, nil
 }
