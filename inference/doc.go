@@ -40,7 +40,7 @@
 //
 // Config.Pipeline chooses how steps 4-6 overlap: Serial runs them one after
 // another per worker; Overlap runs them on three goroutines (and, on a GPU, three
-// streams) so consecutive batches overlap, and answers the calls on a fourth. Config.Workers sets the number of
+// streams) so consecutive batches overlap. Config.Workers sets the number of
 // compute lanes. A worker whose device is lost, or that cannot be bound to its
 // goroutine, leaves service; when none is left, every waiting request is
 // answered with ErrNoWorker and admission stops.

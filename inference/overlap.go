@@ -10,25 +10,19 @@ import (
 	"github.com/inferbench/inferbench/inference/trace"
 )
 
-// overlapWorker runs one backend.Worker as a pipeline of stage goroutines, so
-// that the copies of one batch overlap the compute of another:
+// overlapWorker runs one backend.Worker as a pipeline of three stage
+// goroutines, so that the copies of one batch overlap the compute of another:
 //
-//	copyInStage --toCompute--> computeStage --toCopyOut--> copyOutStage --toDeliver--> deliverStage
-//	     ^                                                                                  |
-//	     +---------------------------------------- free <-----------------------------------+
-//
-// The first three are bound to the worker (on a GPU: locked to a thread with
-// its context current). deliverStage is not: the callers it answers become
-// runnable on a thread that goes on to run them, where a bound stage would
-// hold them while it waits in the driver for its next batch.
+//	copyInStage --toCompute--> computeStage --toCopyOut--> copyOutStage
+//	     ^                                                      |
+//	     +--------------------------- free <--------------------+
 //
 // Two kinds of token order the stages:
 //
 //   - A slotToken (on free; Slots() of them) is the right to use one slot.
 //     copyInStage takes one before it takes a batch; it goes back to free
-//     when the slot's batch is done with: once it was delivered
-//     (deliverStage; its Wait returned before), or where the batch failed or
-//     was dropped. So no slot is
+//     when the slot's batch is done with: after its Wait returned
+//     (copyOutStage), or where the batch failed or was dropped. So no slot is
 //     copied into before its previous batch's Wait returned (backend.Worker's
 //     rule) and at most Slots() batches are in flight.
 //   - The stagePermit (staged holds at most one) is the right to have a
@@ -52,7 +46,6 @@ type overlapWorker struct {
 	staged    chan stagePermit // capacity 1: a send acquires, a receive releases
 	toCompute chan *batch      // capacity Slots(): never blocks a sender
 	toCopyOut chan *batch      // capacity Slots(): never blocks a sender
-	toDeliver chan *batch      // capacity Slots(): never blocks a sender
 	dead      chan struct{}
 	deadOnce  sync.Once
 }
@@ -68,7 +61,7 @@ func newOverlapWorker(l *lane) *overlapWorker {
 	o := &overlapWorker{
 		lane: l,
 		free: make(chan slotToken, n), staged: make(chan stagePermit, 1),
-		toCompute: make(chan *batch, n), toCopyOut: make(chan *batch, n), toDeliver: make(chan *batch, n),
+		toCompute: make(chan *batch, n), toCopyOut: make(chan *batch, n),
 		dead: make(chan struct{}),
 	}
 	for i := range n {
@@ -77,13 +70,12 @@ func newOverlapWorker(l *lane) *overlapWorker {
 	return o
 }
 
-// start runs the four stages on goroutines owned by Server.goroutines.
+// start runs the three stages on goroutines owned by Server.goroutines.
 func (o *overlapWorker) start() {
-	o.s.goroutines.Add(4)
+	o.s.goroutines.Add(3)
 	go o.copyInStage()
 	go o.computeStage()
 	go o.copyOutStage()
-	go o.deliverStage()
 }
 
 // copyInStage takes a slot, the staging permit and a batch, copies the batch
@@ -152,11 +144,10 @@ func (o *overlapWorker) computeStage() {
 	}
 }
 
-// copyOutStage copies each batch's logits out, waits for them and passes the
-// batch to deliverStage; a batch that failed gives its slot back here.
+// copyOutStage copies each batch's logits out, waits for them, delivers them
+// and returns the batch's slot.
 func (o *overlapWorker) copyOutStage() {
 	defer o.s.goroutines.Done()
-	defer close(o.toDeliver)
 	defer o.bindStage()()
 	for b := range o.toCopyOut {
 		slot := slotToken(b.slot)
@@ -164,20 +155,8 @@ func (o *overlapWorker) copyOutStage() {
 		if o.step(b, "copy-out", func() error { return b.startCopyOut(o.w, int(slot)) }) &&
 			o.step(b, "wait", func() (err error) { b.times, err = o.w.Wait(int(slot)); return err }) {
 			b.copyOut = trace.Span{Start: t0, End: time.Now()}
-			o.toDeliver <- b
-			continue
+			o.deliver(b)
 		}
-		o.free <- slot
-	}
-}
-
-// deliverStage answers each batch's calls from its slot's logits and then
-// returns the slot.
-func (o *overlapWorker) deliverStage() {
-	defer o.s.goroutines.Done()
-	for b := range o.toDeliver {
-		slot := slotToken(b.slot) // deliver retires b, which may be reused at once
-		o.deliver(b)
 		o.free <- slot
 	}
 }
