@@ -3,7 +3,11 @@
 package cudadrv
 
 import (
+	"fmt"
 	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -64,7 +68,7 @@ func TestInitOnce(t *testing.T) {
 
 // onDevice runs f on a locked thread with device 0's primary context current,
 // or skips the test when there is no usable GPU.
-func onDevice(t *testing.T, f func(d Device)) {
+func onDevice(t testing.TB, f func(d Device)) {
 	t.Helper()
 	if err := Init(); err != nil {
 		t.Skipf("no CUDA device: %v", err)
@@ -162,4 +166,111 @@ func TestGateExpires(t *testing.T) {
 		assert.GreaterOrEqual(t, waited, 50*time.Millisecond)
 		assert.Less(t, waited, 2*time.Second)
 	})
+}
+
+// BenchmarkHostAlloc times cuMemHostAlloc of one buffer of each size: what a
+// server's pool of pinned input buffers grows by (750,000 bytes is one
+// 3x250x250 float32 image, 48,000,000 are 64 of them). Frees are not timed.
+func BenchmarkHostAlloc(b *testing.B) {
+	onDevice(b, func(Device) {
+		ctx, err := CurrentContext()
+		require.NoError(b, err)
+		for _, size := range []int{750_000, 48_000_000} {
+			b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
+				inContext(b, ctx)
+				b.SetBytes(int64(size))
+				var ps []unsafe.Pointer
+				free := func() {
+					for _, p := range ps {
+						require.NoError(b, HostFree(p))
+					}
+					ps = ps[:0]
+				}
+				defer free()
+				for b.Loop() {
+					p, err := HostAlloc(size)
+					require.NoError(b, err)
+					ps = append(ps, p)
+					if len(ps) == 16 {
+						b.StopTimer()
+						free()
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkCopyBesideHostAlloc times a 4 KiB host-to-device copy and its
+// stream's synchronisation, alone and while another thread allocates
+// 750,000-byte pinned buffers without pause: whether an allocation holds up
+// the other CUDA calls of the process. It reports the round trips' p50, p99
+// and max, and the allocations made meanwhile.
+func BenchmarkCopyBesideHostAlloc(b *testing.B) {
+	onDevice(b, func(Device) {
+		ctx, err := CurrentContext()
+		require.NoError(b, err)
+		host, err := HostAlloc(4096)
+		require.NoError(b, err)
+		defer func() { require.NoError(b, HostFree(host)) }()
+		dev, err := MemAlloc(4096)
+		require.NoError(b, err)
+		defer func() { require.NoError(b, MemFree(dev)) }()
+		s, err := NewStream()
+		require.NoError(b, err)
+		defer func() { require.NoError(b, s.Destroy()) }()
+		for _, beside := range []bool{false, true} {
+			b.Run(fmt.Sprintf("allocating=%v", beside), func(b *testing.B) {
+				inContext(b, ctx)
+				var stop atomic.Bool
+				var allocs atomic.Int64
+				var wg sync.WaitGroup
+				if beside {
+					wg.Go(func() {
+						runtime.LockOSThread() // ends with the goroutine
+						if err := SetCurrentContext(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						for !stop.Load() {
+							p, err := HostAlloc(750_000)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							allocs.Add(1)
+							if err := HostFree(p); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				var took []time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					require.NoError(b, MemcpyHtoDAsync(dev, host, 4096, s))
+					require.NoError(b, s.Synchronize())
+					took = append(took, time.Since(t0))
+				}
+				stop.Store(true)
+				wg.Wait()
+				slices.Sort(took)
+				at := func(q float64) float64 { return float64(took[int(q*float64(len(took)-1))]) }
+				b.ReportMetric(at(0.5), "p50-ns")
+				b.ReportMetric(at(0.99), "p99-ns")
+				b.ReportMetric(float64(took[len(took)-1]), "max-ns")
+				b.ReportMetric(float64(allocs.Load()), "allocs")
+			})
+		}
+	})
+}
+
+// inContext locks the calling goroutine (a sub-benchmark's, say) to its thread
+// and makes ctx current there until the test ends.
+func inContext(t testing.TB, ctx Context) {
+	runtime.LockOSThread()
+	require.NoError(t, SetCurrentContext(ctx))
+	t.Cleanup(runtime.UnlockOSThread)
 }
