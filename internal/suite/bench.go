@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,8 +364,10 @@ func (c *config) capacitySub(prefix string, p point) (sub, error) {
 // that merges batch-image requests: merged batches of up to limit images, or
 // with limit 0 max(64, 8*batch) (at most 1024), prepared at batch times
 // powers of two and at MaxBatch, so a merged batch runs padded to at most
-// twice its size and is never planned on the request path.
-func batchingSizes(batch, limit int) (int, []int) {
+// twice its size and is never planned on the request path. A positive step
+// (-batching-step) also prepares every multiple of step that whole requests
+// fill, so a merged batch runs padded by less than step images.
+func batchingSizes(batch, limit, step int) (int, []int) {
 	maxBatch := limit
 	if maxBatch == 0 {
 		maxBatch = min(1024, max(64, 8*batch))
@@ -374,10 +377,16 @@ func batchingSizes(batch, limit int) (int, []int) {
 	for n := batch; n <= maxBatch; n *= 2 {
 		sizes = append(sizes, n)
 	}
-	if sizes[len(sizes)-1] != maxBatch {
-		sizes = append(sizes, maxBatch)
+	if step > 0 {
+		for n := step; n <= maxBatch; n += step {
+			if n >= batch && n%batch == 0 {
+				sizes = append(sizes, n)
+			}
+		}
 	}
-	return maxBatch, sizes
+	sizes = append(sizes, maxBatch)
+	slices.Sort(sizes)
+	return maxBatch, slices.Compact(sizes)
 }
 
 // runCapacity runs b.N capacity searches and reports their mean.

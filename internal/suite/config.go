@@ -63,6 +63,9 @@ func (c *config) configLines() []backend.KV {
 	if f.batchingMax > 0 {
 		lines = append(lines, backend.KV{Key: "batching-max", Value: strconv.Itoa(f.batchingMax)})
 	}
+	if f.batchingStep > 0 {
+		lines = append(lines, backend.KV{Key: "batching-step", Value: strconv.Itoa(f.batchingStep)})
+	}
 	// Every result before -grpc-server existed was served by grpc-go.
 	if c.grpcWire() && f.shared.GRPCServer != protocol.GRPCServerGo {
 		lines = append(lines, backend.KV{Key: "grpc-server", Value: f.shared.GRPCServer})

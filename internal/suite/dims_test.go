@@ -95,23 +95,28 @@ func TestDimensionsNameTheirFlags(t *testing.T) {
 }
 
 // TestBatchingSizes checks the merged batch's limit and the sizes prepared
-// for it: the rule's, -batching-max's, and never below the request's batch.
+// for it: the rule's, -batching-max's and -batching-step's, and never below
+// the request's batch or between whole requests.
 func TestBatchingSizes(t *testing.T) {
 	for _, tc := range []struct {
-		batch, limit int
-		max          int
-		sizes        []int
+		batch, limit, step int
+		max                int
+		sizes              []int
 	}{
-		{1, 0, 64, []int{1, 2, 4, 8, 16, 32, 64}},
-		{32, 0, 256, []int{32, 64, 128, 256}},
-		{256, 0, 1024, []int{256, 512, 1024}},
-		{1, 128, 128, []int{1, 2, 4, 8, 16, 32, 64, 128}},
-		{1, 96, 96, []int{1, 2, 4, 8, 16, 32, 64, 96}},
-		{3, 0, 64, []int{3, 6, 12, 24, 48, 64}},
-		{256, 64, 256, []int{256}},
+		{1, 0, 0, 64, []int{1, 2, 4, 8, 16, 32, 64}},
+		{32, 0, 0, 256, []int{32, 64, 128, 256}},
+		{256, 0, 0, 1024, []int{256, 512, 1024}},
+		{1, 128, 0, 128, []int{1, 2, 4, 8, 16, 32, 64, 128}},
+		{1, 96, 0, 96, []int{1, 2, 4, 8, 16, 32, 64, 96}},
+		{3, 0, 0, 64, []int{3, 6, 12, 24, 48, 64}},
+		{256, 64, 0, 256, []int{256}},
+		{1, 96, 8, 96, []int{1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96}},
+		{1, 90, 16, 90, []int{1, 2, 4, 8, 16, 32, 48, 64, 80, 90}},
+		{3, 0, 8, 64, []int{3, 6, 12, 24, 48, 64}},
+		{2, 16, 3, 16, []int{2, 4, 6, 8, 12, 16}},
 	} {
-		m, sizes := batchingSizes(tc.batch, tc.limit)
+		m, sizes := batchingSizes(tc.batch, tc.limit, tc.step)
 		assert.Equal(t, tc.max, m, "batch %d, limit %d: MaxBatch", tc.batch, tc.limit)
-		assert.Equal(t, tc.sizes, sizes, "batch %d, limit %d: prepared sizes", tc.batch, tc.limit)
+		assert.Equal(t, tc.sizes, sizes, "batch %d, limit %d, step %d: prepared sizes", tc.batch, tc.limit, tc.step)
 	}
 }

@@ -36,7 +36,7 @@ type settings struct {
 	curve, timeline, csv, requests                                            string
 	window                                                                    time.Duration
 	windowRequests, maxWindows                                                int
-	grpcConns, batchingMax                                                    int
+	grpcConns, batchingMax, batchingStep                                      int
 	stability                                                                 float64
 	scenarios                                                                 string
 	transports, serveBin, servers                                             string
@@ -99,6 +99,7 @@ func (f *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.inputs, FlagInput, "", "input datatypes: fp32, uint8 (image bytes, normalised on the GPU by cuda, on the host by cpu); names carry input=X when given")
 	fs.StringVar(&f.batching, FlagBatching, "", "BenchmarkServer: dynamic batching off, on (the server merges queued requests into batches of up to max(64, 8*batch) images, waiting at most -max-queue-delay); names carry batching=X when given (default off, unnamed)")
 	fs.IntVar(&f.batchingMax, "batching-max", 0, "batching=on: the largest merged batch in images (0: max(64, 8*batch), at most 1024); a config line when set")
+	fs.IntVar(&f.batchingStep, "batching-step", 0, "batching=on: also prepare (plans, graphs) every multiple of this many images up to the largest merged batch, so a merged batch runs padded by fewer images (0: the request batch times powers of two, and the largest); a config line when set")
 	fs.StringVar(&f.servers, FlagServers, "", "server processes to start and drive at once, a list such as 1,2 (wire transports; each its own GPUs on cuda); names carry servers=N when given")
 }
 
@@ -237,6 +238,9 @@ func (f *settings) validate(tf testingFlags, gpu func() error) (*config, error) 
 	}
 	if f.batchingMax < 0 || f.batchingMax > 1024 {
 		return nil, badFlag("batching-max", strconv.Itoa(f.batchingMax), "want 0 (the rule) to 1024 images")
+	}
+	if f.batchingStep < 0 || f.batchingStep > 1024 {
+		return nil, badFlag("batching-step", strconv.Itoa(f.batchingStep), "want 0 (powers of two) to 1024 images")
 	}
 	if c.batching, err = oneOf("batching", f.batching, "off", "on"); err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ func (c *config) batchSettings(batch int, batching string) (int, []int, time.Dur
 	if batching != "on" {
 		return batch, []int{batch}, 0
 	}
-	maxBatch, sizes := batchingSizes(batch, c.flags.batchingMax)
+	maxBatch, sizes := batchingSizes(batch, c.flags.batchingMax, c.flags.batchingStep)
 	return maxBatch, sizes, c.flags.delay
 }
 

@@ -81,6 +81,8 @@ func TestFlagErrorsNameTheFlagAndTheRule(t *testing.T) {
 		{"grpc conns", []string{"-grpc-conns", "0"}, `-grpc-conns "0": connections per server must be 1 to 64`},
 		{"idle poll", []string{"-idle-poll", "1s"}, `-idle-poll "1s": want 0 to 10ms`},
 		{"client poll", []string{"-client-poll", "-1ms"}, `-client-poll "-1ms": want 0 to 10ms`},
+		{"batching max", []string{"-batching-max", "2000"}, `-batching-max "2000": want 0 (the rule) to 1024 images`},
+		{"batching step", []string{"-batching-step", "-8"}, `-batching-step "-8": want 0 (powers of two) to 1024 images`},
 		{"stability", []string{"-stability", "0"}, `-stability "0": the stability percentage must be positive`},
 		{"scenario", []string{"-scenarios", "Server,Batch"}, `-scenarios "Server,Batch": "Batch" is not one of SingleStream, MultiStream, Server, Offline`},
 		{"csv directory", []string{"-csv", missingDir}, `-csv "` + missingDir + `": the file's directory must exist`},
@@ -172,6 +174,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 		"stream.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-grpc-stream"),
 		"cpoll.txt":     configText(t, line, "-model", "tiny", "-size", "64x64", "-transports", "grpc", "-client-poll", "1ms"),
 		"cpoll-in.txt":  configText(t, line, "-model", "tiny", "-size", "64x64", "-client-poll", "1ms"),
+		"step.txt":      configText(t, line, "-model", "tiny", "-size", "64x64", "-batching-step", "8"),
+		"step-0.txt":    configText(t, line, "-model", "tiny", "-size", "64x64", "-batching-step", "0"),
 	})
 	assert.Equal(t, tables["tiny.txt"], tables["tiny-bis.txt"], "the same setting shares a table")
 	assert.Equal(t, tables["tiny.txt"], tables["no-window.txt"])
@@ -181,7 +185,8 @@ func TestBenchstatSplitsUnlikeModels(t *testing.T) {
 	assert.Equal(t, tables["tiny.txt"], tables["conns-1.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["poll-0.txt"])
 	assert.Equal(t, tables["tiny.txt"], tables["grpc-go.txt"])
-	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt", "cpoll-in.txt", "unary.txt", "h2-server.txt"} {
+	assert.Equal(t, tables["tiny.txt"], tables["step-0.txt"])
+	for _, other := range []string{"resnet18.txt", "tiny-32.txt", "seed-2.txt", "pinned.txt", "windowed.txt", "constant.txt", "cold.txt", "graph.txt", "conns-4.txt", "poll.txt", "stream.txt", "cpoll.txt", "cpoll-in.txt", "step.txt", "unary.txt", "h2-server.txt"} {
 		assert.NotEqual(t, tables["tiny.txt"], tables[other], "%s must not share the tiny 64x64 table", other)
 	}
 }
