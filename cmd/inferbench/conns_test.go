@@ -306,3 +306,38 @@ func inferServed(t *testing.T, s *server, target string) error {
 	_, err = c.Infer(ctx, req)
 	return err
 }
+
+// TestEvictedGRPCConnectionHearsGoAway: with -max-conns 1, a new gRPC
+// connection replaces one idle past its grace, which is told to go away
+// (GOAWAY NO_ERROR "too many connections", no call run) before it closes,
+// so that a call its client sends meanwhile is known not to have run.
+func TestEvictedGRPCConnectionHearsGoAway(t *testing.T) {
+	s := startServer(t, "-backend", "nop", "-model", "tiny", "-size", "32x32", "-max-conns", "1", "-grpc-server", "h2grpc")
+	c := dialT(t, s.grpc)
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err := io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c)
+	require.NoError(t, fr.WriteSettings())
+	f, err := fr.ReadFrame()
+	require.NoError(t, err)
+	require.IsType(t, &http2.SettingsFrame{}, f, "the server's first frame: it serves the connection")
+	time.Sleep(1500 * time.Millisecond) // past the 1 s grace from its opening
+
+	h2Conn(t, s.grpc) // makes room by evicting c
+	var away *http2.GoAwayFrame
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF, "the connection ends with a close, not a reset or the deadline")
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			away = g
+		}
+	}
+	require.NotNil(t, away, "a GOAWAY before the close")
+	assert.Equal(t, http2.ErrCodeNo, away.ErrCode)
+	assert.Equal(t, uint32(0), away.LastStreamID)
+	assert.Equal(t, "too many connections", string(away.DebugData()))
+}

@@ -19,6 +19,10 @@ type ConnTracker interface {
 	// Lookup returns the open connection whose remote address is addr, or
 	// nil.
 	Lookup(addr net.Addr) net.Conn
+	// SetGoodbye gives the connection c the server's way of ending it
+	// politely (h2grpc: GOAWAY, then the close once its calls end), for
+	// the limit to use in place of closing it.
+	SetGoodbye(c net.Conn, goodbye func())
 }
 
 // callTracker is a grpc-go stats.Handler that counts each connection's

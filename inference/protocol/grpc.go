@@ -161,6 +161,7 @@ func (s *Service) NewGRPCServer(impl string, l GRPCLimits) (GRPCServer, error) {
 		}
 		if l.Conns != nil {
 			o.OnIdle = func(c net.Conn, idle bool) { l.Conns.SetBusy(c, !idle) }
+			o.OnConn = l.Conns.SetGoodbye
 		}
 		g := h2grpc.NewServer(o)
 		s.RegisterGRPC(g)

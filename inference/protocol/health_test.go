@@ -85,9 +85,10 @@ func TestHealthGRPCServerServesOnlyHealth(t *testing.T) {
 // recordingTracker is a ConnTracker that knows every address and records
 // what it hears.
 type recordingTracker struct {
-	mu     sync.Mutex
-	events []bool
-	addrs  map[string]bool
+	mu       sync.Mutex
+	events   []bool
+	addrs    map[string]bool
+	goodbyes int
 }
 
 type addrConn struct {
@@ -106,6 +107,12 @@ func (r *recordingTracker) SetBusy(c net.Conn, busy bool) {
 
 func (r *recordingTracker) Lookup(addr net.Addr) net.Conn { return addrConn{addr: addr} }
 
+func (r *recordingTracker) SetGoodbye(net.Conn, func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.goodbyes++
+}
+
 func (r *recordingTracker) seen() ([]bool, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,7 +121,7 @@ func (r *recordingTracker) seen() ([]bool, int) {
 
 // TestGRPCServersReportBusyConnections: both gRPC servers tell
 // GRPCLimits.Conns when a connection's calls begin and end, once each way
-// per call made alone.
+// per call made alone; h2grpc also gives it each connection's goodbye.
 func TestGRPCServersReportBusyConnections(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	for _, impl := range []string{protocol.GRPCServerH2, protocol.GRPCServerGo} {
@@ -138,6 +145,10 @@ func TestGRPCServersReportBusyConnections(t *testing.T) {
 			events, conns := rec.seen()
 			assert.Equal(t, []bool{true, false, true, false}, events)
 			assert.Equal(t, 1, conns, "one connection")
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			// grpc-go offers no way to end one connection politely.
+			assert.Equal(t, map[string]int{protocol.GRPCServerH2: 1, protocol.GRPCServerGo: 0}[impl], rec.goodbyes, "goodbyes given")
 		})
 	}
 }

@@ -6,7 +6,8 @@
 //
 //  1. while fewer than Config.Max connections are open, it joins them;
 //  2. when Max are open, the one idle longest makes room for it and is
-//     closed: idle means no request in progress, as the server reports
+//     closed (through the server's goodbye, if it gave one: SetGoodbye):
+//     idle means no request in progress, as the server reports
 //     through SetBusy, for at least Config.Grace, counted from the end of
 //     its last request or from its opening if it has made none; a
 //     connection with a request in progress is never closed here, nor one
@@ -49,6 +50,10 @@ const (
 	// write on it has this deadline from its accept, whatever the server
 	// sets, so a slow client cannot keep a reserve slot.
 	DefaultReserveLifetime = 5 * time.Second
+	// DefaultGoodbyeWait is how long an evicted connection's goodbye
+	// (SetGoodbye) may take before the listener closes the connection
+	// itself.
+	DefaultGoodbyeWait = time.Second
 )
 
 // Config is a Listener's limits.
@@ -65,6 +70,10 @@ type Config struct {
 	// ReserveLifetime is how long a reserve connection may stay open; 0
 	// means DefaultReserveLifetime.
 	ReserveLifetime time.Duration
+	// GoodbyeWait bounds an evicted connection's goodbye: the listener
+	// closes the connection this long after eviction whatever the goodbye
+	// did; 0 means DefaultGoodbyeWait.
+	GoodbyeWait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -107,6 +116,9 @@ func New(ln net.Listener, cfg Config) (*Listener, error) {
 	if cfg.ReserveLifetime <= 0 {
 		cfg.ReserveLifetime = DefaultReserveLifetime
 	}
+	if cfg.GoodbyeWait <= 0 {
+		cfg.GoodbyeWait = DefaultGoodbyeWait
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -127,7 +139,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		c, victim := l.admit(nc)
 		if victim != nil {
-			victim.Conn.Close()
+			l.end(victim)
 		}
 		switch {
 		case c == nil:
@@ -181,6 +193,21 @@ func (l *Listener) admit(nc net.Conn) (c, victim *Conn) {
 	l.spare[c] = struct{}{}
 	l.byAddr[c.key] = c
 	return c, victim
+}
+
+// end closes victim, which eviction forgot: at once, or through its goodbye
+// on a goroutine of its own, closing it GoodbyeWait later in any case so
+// that a goodbye stuck writing to a peer that reads nothing ends too.
+func (l *Listener) end(victim *Conn) {
+	l.mu.Lock()
+	goodbye := victim.goodbye
+	l.mu.Unlock()
+	if goodbye == nil {
+		victim.Conn.Close()
+		return
+	}
+	time.AfterFunc(l.cfg.GoodbyeWait, func() { victim.Conn.Close() })
+	go goodbye()
 }
 
 // evict forgets and returns the connection of set idle longest, or nil if
@@ -253,6 +280,21 @@ func (l *Listener) SetBusy(c net.Conn, busy bool) {
 	if !busy {
 		tc.evictable = now.Add(l.cfg.Grace)
 	}
+}
+
+// SetGoodbye registers how the server ends c when the listener evicts it:
+// goodbye tells c's peer that no new request will be taken on c (HTTP/2's
+// GOAWAY), so that a request the peer sends meanwhile is known not to have
+// run, and closes c. Without one, eviction closes c at once. c is as for
+// SetBusy.
+func (l *Listener) SetGoodbye(c net.Conn, goodbye func()) {
+	tc := find(c)
+	if tc == nil || tc.l != l {
+		return
+	}
+	l.mu.Lock()
+	tc.goodbye = goodbye
+	l.mu.Unlock()
 }
 
 // find returns the *Conn under c, unwrapping NetConn methods.
@@ -330,6 +372,7 @@ type Conn struct {
 	busy      bool
 	evictable time.Time // when its grace after its last request (or its opening) ends
 	gone      bool      // forgotten: closed, or evicted
+	goodbye   func()    // how the server ends it when evicted, or nil
 }
 
 // Close closes the connection and frees its place.

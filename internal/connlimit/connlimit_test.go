@@ -292,3 +292,46 @@ func TestCloseEndsBothAccepts(t *testing.T) {
 	r := newRig(t, Config{Max: 1, Reserve: 1})
 	assert.Equal(t, fakeAddr("listener"), r.l.Reserve().Addr())
 }
+
+// TestEvictionSaysGoodbye: a connection the server gave a goodbye is ended
+// by it when evicted, and closed GoodbyeWait later if the goodbye does not
+// close it; the listener never waits for a goodbye.
+func TestEvictionSaysGoodbye(t *testing.T) {
+	t.Run("the goodbye closes", func(t *testing.T) {
+		r := newRig(t, Config{Max: 1, Grace: time.Second, GoodbyeWait: time.Hour})
+		first, firstC := r.accept()
+		said := make(chan struct{})
+		r.l.SetGoodbye(firstC, func() {
+			close(said)
+			firstC.Close()
+		})
+		r.advance(time.Second)
+		_, _ = r.accept()
+		select {
+		case <-said:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no goodbye")
+		}
+		assert.True(t, first.isClosed())
+		assert.Equal(t, Stats{Open: 1, Evicted: 1}, r.l.Stats())
+	})
+	t.Run("a stuck goodbye", func(t *testing.T) {
+		r := newRig(t, Config{Max: 1, Grace: time.Second, GoodbyeWait: 10 * time.Millisecond})
+		first, firstC := r.accept()
+		stuck := make(chan struct{})
+		t.Cleanup(func() { close(stuck) })
+		r.l.SetGoodbye(firstC, func() { <-stuck })
+		r.advance(time.Second)
+		_, _ = r.accept() // returns although the goodbye has not
+		require.Eventually(t, first.isClosed, 10*time.Second, time.Millisecond, "closed after GoodbyeWait")
+	})
+	t.Run("another listener's connection", func(t *testing.T) {
+		r := newRig(t, Config{Max: 1, Grace: time.Second})
+		other := newRig(t, Config{Max: 1})
+		first, firstC := r.accept()
+		other.l.SetGoodbye(firstC, func() { t.Error("the goodbye of a listener that does not hold the connection") })
+		r.advance(time.Second)
+		_, _ = r.accept()
+		assert.True(t, first.isClosed(), "no goodbye of its own: closed at once")
+	})
+}

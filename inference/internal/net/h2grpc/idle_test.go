@@ -183,3 +183,47 @@ func TestPingsMoreOftenThanThePolicyEndTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// OnConn's goodbye ends a connection politely: an idle one gets a GOAWAY
+// (NO_ERROR, no stream run, "too many connections") and is closed; one with
+// a call in progress gets a GOAWAY naming that call, which still completes
+// before the connection closes.
+func TestGoodbyeEndsAConnectionPolitely(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "call in progress"}[busy], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				bye := make(chan func(), 1)
+				p := servePipe(t, ServerOptions{OnConn: func(_ net.Conn, goodbye func()) { bye <- goodbye }})
+				synctest.Wait()
+				require.Len(t, bye, 1, "OnConn was told of the connection")
+				if busy {
+					p.headers(1, inferMethod, false)
+					synctest.Wait()
+				}
+				(<-bye)()
+				g, ended := p.goAway(t)
+				require.NotNil(t, g, "a GOAWAY")
+				assert.Equal(t, http2.ErrCodeNo, g.ErrCode)
+				assert.Equal(t, "too many connections", string(g.DebugData()))
+				if !busy {
+					assert.Equal(t, uint32(0), g.LastStreamID)
+					assert.True(t, ended, "an idle connection closes after its GOAWAY")
+					return
+				}
+				assert.Equal(t, uint32(1), g.LastStreamID, "the call in progress may finish")
+				assert.False(t, ended, "open while its call runs")
+				msg, err := proto.Marshal(&v2pb.ModelInferRequest{Id: "x"})
+				require.NoError(t, err)
+				p.message(1, msg, true)
+				synctest.Wait()
+				var trailer bool
+				for f := range p.frames {
+					if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+						trailer = trailer || headerValue(h, "grpc-status") == "0"
+					}
+				}
+				assert.True(t, trailer, "the call was answered with status OK before the connection closed")
+			})
+		})
+	}
+}

@@ -157,6 +157,9 @@ func (c *serverConn) run() error {
 	if err := c.write(b); err != nil {
 		return err
 	}
+	if o.OnConn != nil {
+		o.OnConn(c.nc, func() { c.goAway("too many connections") })
+	}
 	h, err := readFrameHeader(c.br, &c.hdr)
 	if err != nil {
 		return err
@@ -578,13 +581,14 @@ func (c *serverConn) endStream(st *serverStream) {
 }
 
 // goAway tells the client that no new call will be taken (GOAWAY with the
-// last stream it opened) and closes the connection once its calls end.
-func (c *serverConn) goAway() {
+// last stream it opened, and why) and closes the connection once its calls
+// end.
+func (c *serverConn) goAway(why string) {
 	c.mu.Lock()
 	c.goingAway = true
 	last, idle := c.maxID, len(c.streams) == 0
 	c.mu.Unlock()
-	c.write(appendGoAway(nil, last, http2.ErrCodeNo, "server stopping"))
+	c.write(appendGoAway(nil, last, http2.ErrCodeNo, why))
 	if idle {
 		c.nc.Close()
 	}

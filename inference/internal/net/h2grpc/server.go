@@ -60,6 +60,13 @@ type ServerOptions struct {
 	// called with the connection's lock held: it must return promptly and
 	// not call the Server.
 	OnIdle func(conn net.Conn, idle bool)
+	// OnConn, if set, is told of each connection once the server has sent
+	// its SETTINGS, with the function that ends it politely: a GOAWAY (no
+	// error, the last call the client opened) and the socket's close once
+	// its calls have ended, so that a call the client opens meanwhile is
+	// known not to have run and can be sent again elsewhere. A connection
+	// limit calls it when it evicts the connection.
+	OnConn func(conn net.Conn, goodbye func())
 }
 
 // The rate limit of a server's log lines about peers: a client can end
@@ -252,7 +259,7 @@ func (s *Server) Stop() {
 // answered and its connection closed.
 func (s *Server) GracefulStop() {
 	for _, c := range s.stop() {
-		c.goAway()
+		c.goAway("server stopping")
 	}
 	s.wg.Wait()
 }
