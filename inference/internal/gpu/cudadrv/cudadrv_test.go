@@ -78,10 +78,7 @@ func onDevice(t testing.TB, f func(d Device)) {
 	ctx, err := d.RetainPrimaryContext()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, d.ReleasePrimaryContext()) }()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	require.NoError(t, SetCurrentContext(ctx))
-	defer func() { require.NoError(t, SetCurrentContext(Context{})) }()
+	defer inContext(t, ctx)()
 	f(d)
 }
 
@@ -177,7 +174,7 @@ func BenchmarkHostAlloc(b *testing.B) {
 		require.NoError(b, err)
 		for _, size := range []int{750_000, 48_000_000} {
 			b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
-				inContext(b, ctx)
+				defer inContext(b, ctx)()
 				b.SetBytes(int64(size))
 				var ps []unsafe.Pointer
 				free := func() {
@@ -222,7 +219,7 @@ func BenchmarkCopyBesideHostAlloc(b *testing.B) {
 		defer func() { require.NoError(b, s.Destroy()) }()
 		for _, beside := range []bool{false, true} {
 			b.Run(fmt.Sprintf("allocating=%v", beside), func(b *testing.B) {
-				inContext(b, ctx)
+				defer inContext(b, ctx)()
 				var stop atomic.Bool
 				var allocs atomic.Int64
 				var wg sync.WaitGroup
@@ -268,9 +265,13 @@ func BenchmarkCopyBesideHostAlloc(b *testing.B) {
 }
 
 // inContext locks the calling goroutine (a sub-benchmark's, say) to its thread
-// and makes ctx current there until the test ends.
-func inContext(t testing.TB, ctx Context) {
+// and makes ctx current there; the function it returns, which the same
+// goroutine must call, undoes both.
+func inContext(t testing.TB, ctx Context) (undo func()) {
 	runtime.LockOSThread()
 	require.NoError(t, SetCurrentContext(ctx))
-	t.Cleanup(runtime.UnlockOSThread)
+	return func() {
+		require.NoError(t, SetCurrentContext(Context{}))
+		runtime.UnlockOSThread()
+	}
 }
